@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Start a real local Kubernetes control plane on 127.0.0.1 only:
+#   etcd (:23790) -> kube-apiserver (https :6443) -> kube-controller-manager (:10257) + kwok (:10247)
+# State, PKI, logs and pids live in ${NODEWRIGHT_RUN:-/tmp/nodewright-cluster}; the admin
+# kubeconfig is $NODEWRIGHT_RUN/kubeconfig. Safe to run again while the cluster is up: components
+# that are already running are left alone, missing ones are started.
+#
+# Usage: tests/cluster/up.sh            # logs on stderr, "export KUBECONFIG=..." on stdout
+#        eval "$(tests/cluster/up.sh)"  # to use it from the current shell
+# Env:   NODEWRIGHT_RUN, NODEWRIGHT_CACHE, *_PORT (see lib.sh), NODEWRIGHT_AUTO_BUILD=0 to fail
+#        instead of running build.sh when binaries are missing,
+#        NODEWRIGHT_KWOK_CONFIG=<extra kwok --config files, space separated>.
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
+
+for t in curl openssl base64; do command -v "$t" >/dev/null || die "$t not found"; done
+
+# --- binaries -------------------------------------------------------------------------------
+need_build=0
+for b in "$K8S_BIN/kube-apiserver" "$K8S_BIN/kube-controller-manager" "$KUBECTL" \
+         "$ETCD_BIN/etcd" "$KWOK_BIN/kwok" "$KWOK_BIN/stages/node-initialize.yaml"; do
+  [ -e "$b" ] || need_build=1
+done
+if [ $need_build = 1 ]; then
+  [ "${NODEWRIGHT_AUTO_BUILD:-1}" != 0 ] || die "binaries missing under $NODEWRIGHT_CACHE/bin: run tests/cluster/build.sh"
+  say "binaries missing; running build.sh core (the first build takes a long time)"
+  "$CLUSTER_DIR/build.sh" core >&2
+fi
+
+mkdir -p "$RUN" "$LOGS" "$PIDS"
+
+# --- PKI and kubeconfig (spec 08 §3) -----------------------------------------------------------
+gen_pki() {
+  local tmp; tmp=$(mktemp -d "$RUN/pki.XXXXXX")
+  (
+    cd "$tmp"
+    cat > openssl.cnf <<'EOF'
+[req]
+distinguished_name = req
+[v3_ca]
+basicConstraints = critical,CA:TRUE
+keyUsage = critical,keyCertSign,cRLSign,digitalSignature
+[v3_server]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+[v3_client]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = clientAuth
+[v3_webhook]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = IP:127.0.0.1,DNS:localhost
+EOF
+    openssl genrsa -out ca.key 2048 2>/dev/null
+    openssl req -x509 -new -key ca.key -sha256 -days 3650 -subj "/CN=nodewright-test-ca" \
+      -config openssl.cnf -extensions v3_ca -out ca.crt
+    leaf() { # name subject extension-section
+      openssl genrsa -out "$1.key" 2048 2>/dev/null
+      openssl req -new -key "$1.key" -subj "$2" -config openssl.cnf -out "$1.csr"
+      openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -sha256 \
+        -extfile openssl.cnf -extensions "$3" -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr"
+    }
+    leaf apiserver "/CN=kube-apiserver"                    v3_server
+    leaf admin     "/O=system:masters/CN=nodewright-admin" v3_client
+    leaf webhook   "/CN=nodewright-webhook"                v3_webhook
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    chmod 600 ./*.key
+  )
+  rm -rf "$PKI"; mv "$tmp" "$PKI"
+}
+
+write_kubeconfig() {
+  local b64ca b64crt b64key
+  b64ca=$(base64 -w0 < "$PKI/ca.crt"); b64crt=$(base64 -w0 < "$PKI/admin.crt"); b64key=$(base64 -w0 < "$PKI/admin.key")
+  cat > "$KUBECONFIG_PATH.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: nodewright-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $b64ca
+users:
+- name: nodewright-admin
+  user:
+    client-certificate-data: $b64crt
+    client-key-data: $b64key
+contexts:
+- name: nodewright-local
+  context: {cluster: nodewright-local, user: nodewright-admin}
+current-context: nodewright-local
+EOF
+  chmod 600 "$KUBECONFIG_PATH.tmp"; mv "$KUBECONFIG_PATH.tmp" "$KUBECONFIG_PATH"
+}
+
+if [ ! -f "$PKI/sa.pub" ] || [ ! -f "$PKI/webhook.crt" ]; then
+  pid_of kube-apiserver >/dev/null && die "PKI in $PKI is incomplete but kube-apiserver runs: run down.sh --purge first"
+  say "generating PKI in $PKI"
+  gen_pki
+fi
+if [ ! -f "$KUBECONFIG_PATH" ] || [ "$PKI/admin.crt" -nt "$KUBECONFIG_PATH" ] \
+   || ! grep -q "127.0.0.1:$APISERVER_PORT" "$KUBECONFIG_PATH"; then
+  write_kubeconfig
+fi
+
+# --- process management ------------------------------------------------------------------------
+# start NAME READY_FN TIMEOUT PORT... -- COMMAND...
+start() {
+  local name=$1 ready=$2 timeout=$3; shift 3
+  local ports=() pid
+  while [ "$1" != -- ]; do ports+=("$1"); shift; done; shift
+  if pid=$(pid_of "$name"); then
+    if "$ready" >/dev/null 2>&1; then say "$name already running (pid $pid)"; return; fi
+    say "$name running (pid $pid) but not ready yet; waiting"
+  else
+    local p
+    for p in "${ports[@]}"; do
+      port_busy "$p" && die "port 127.0.0.1:$p is in use by another process (not started by up.sh); free it or set ${name^^}_PORT-style overrides (see lib.sh)"
+    done
+    say "starting $name (log: $LOGS/$name.log)"
+    # setsid: own session, so terminal signals to the caller do not reach the component.
+    setsid "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    echo $! > "$PIDS/$name.pid"
+  fi
+  if ! wait_for "$timeout" "$name readiness" "$ready"; then
+    tail -n 30 "$LOGS/$name.log" >&2 || true
+    die "$name did not become ready (log: $LOGS/$name.log)"
+  fi
+  pid_of "$name" >/dev/null || { tail -n 30 "$LOGS/$name.log" >&2; die "$name exited (log: $LOGS/$name.log)"; }
+  say "$name ready"
+}
+
+# 1. etcd (spec 08 §2.1)
+start etcd etcd_ready 60 "$ETCD_PORT" "$ETCD_PEER_PORT" -- \
+  "$ETCD_BIN/etcd" --name=nodewright --data-dir="$RUN/etcd" \
+  --listen-client-urls="http://127.0.0.1:$ETCD_PORT" --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+  --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster="nodewright=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --unsafe-no-fsync=true --quota-backend-bytes=4294967296 --log-level=warn
+
+# 2. kube-apiserver (spec 08 §4)
+start kube-apiserver apiserver_ready 180 "$APISERVER_PORT" -- \
+  "$K8S_BIN/kube-apiserver" \
+  --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+  --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+  --endpoint-reconciler-type=none \
+  --cert-dir="$RUN/apiserver" \
+  --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
+  --client-ca-file="$PKI/ca.crt" \
+  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+  --service-account-key-file="$PKI/sa.pub" \
+  --service-account-signing-key-file="$PKI/sa.key" \
+  --service-cluster-ip-range=10.0.0.0/24 \
+  --authorization-mode=RBAC \
+  --allow-privileged=true \
+  --profiling=false --v=1
+
+# 3. kube-controller-manager (spec 08 §5): real Job, TTL, GC, pod-GC, node-lifecycle controllers.
+start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \
+  "$K8S_BIN/kube-controller-manager" \
+  --kubeconfig="$KUBECONFIG_PATH" \
+  --authentication-kubeconfig="$KUBECONFIG_PATH" \
+  --authorization-kubeconfig="$KUBECONFIG_PATH" \
+  --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
+  --leader-elect=false \
+  --use-service-account-credentials=false \
+  --controllers='*' \
+  --root-ca-file="$PKI/ca.crt" \
+  --service-account-private-key-file="$PKI/sa.key" \
+  --node-monitor-period=5s \
+  --terminated-pod-gc-threshold=12500 \
+  --v=1
+
+# 4. kwok (spec 08 §6): fake kubelets for Nodes annotated kwok.x-k8s.io/node=fake.
+kwok_cfg=(
+  --config="$KWOK_BIN/stages/node-initialize.yaml"
+  --config="$KWOK_BIN/stages/node-heartbeat-with-lease.yaml"
+  --config="$CLUSTER_DIR/kwok/pod-stages.yaml"
+)
+for extra in ${NODEWRIGHT_KWOK_CONFIG:-}; do kwok_cfg+=(--config="$extra"); done
+start kwok kwok_ready 60 "$KWOK_PORT" -- \
+  "$KWOK_BIN/kwok" \
+  --kubeconfig="$KUBECONFIG_PATH" \
+  --manage-all-nodes=false \
+  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+  --node-ip=127.0.0.1 \
+  --cidr=10.244.0.0/16 \
+  --node-lease-duration-seconds=40 \
+  --server-address="127.0.0.1:$KWOK_PORT" \
+  "${kwok_cfg[@]}"
+
+# The serviceaccount controller must have created default/default before pods can be admitted.
+wait_for 60 "ServiceAccount default/default" kc -n default get serviceaccount default \
+  || die "ServiceAccount default/default missing (log: $LOGS/kube-controller-manager.log)"
+
+say "cluster up: $(kc version -o json 2>/dev/null | sed -n 's/.*"gitVersion": "\(v[^"]*\)".*/\1/p' | tail -1) on https://127.0.0.1:$APISERVER_PORT; logs in $LOGS"
+echo "export KUBECONFIG=$KUBECONFIG_PATH"

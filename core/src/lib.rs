@@ -1,1 +1,14 @@
-pub fn placeholder() {}
+//! NodeWright's lifecycle core: a pure, deterministic function from a [`Snapshot`] of the
+//! cluster, the operator [`Options`] and `now` to a [`Plan`] of [`Effect`]s.
+//!
+//! No I/O, no clock, no randomness: the shell reads the cluster and applies the plan.
+
+pub mod effect;
+pub mod options;
+pub mod plan;
+pub mod snapshot;
+
+pub use effect::{Context, DeletionReason, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
+pub use options::{Options, OptionsError};
+pub use plan::{MetricSample, Plan};
+pub use snapshot::{ClusterInfo, Snapshot};

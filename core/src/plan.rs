@@ -1,0 +1,41 @@
+//! The core's output: ordered effects, a requeue hint and the metric values of this pass.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::effect::Effect;
+
+/// What one pass decided.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Writes, in the order they must be applied.
+    pub effects: Vec<Effect>,
+    /// When to run the next pass even if nothing changes; `None` means no requeue.
+    pub requeue_after: Option<Duration>,
+    /// Gauge values: the complete set for this pass; the shell replaces what it exports.
+    pub metrics: Vec<MetricSample>,
+    /// Errors that should make the shell back off (the pass still emitted what it could).
+    pub errors: Vec<String>,
+}
+
+/// One gauge value with its labels, name without the `nodewright_` prefix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricSample {
+    /// Metric name without prefix, e.g. `status` or `rollout_current_batch`.
+    pub name: String,
+    /// Label pairs in a fixed order.
+    pub labels: Vec<(String, String)>,
+    /// Value.
+    pub value: f64,
+}
+
+impl Plan {
+    /// Keeps the smaller of the current and the given requeue (02-lifecycle.md §3 [Fix]).
+    pub fn requeue_at_most(&mut self, after: Duration) {
+        self.requeue_after = Some(match self.requeue_after {
+            Some(current) => current.min(after),
+            None => after,
+        });
+    }
+}

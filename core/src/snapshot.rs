@@ -1,0 +1,39 @@
+//! The core's input: everything one pass may look at, read from the shell's caches.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use nodewright_crds::{DeploymentPolicy, NodeWright};
+
+/// A consistent-enough view of the cluster for one pass (02-lifecycle.md R1).
+///
+/// Vectors may arrive in any order; the core sorts what it iterates, so the plan depends only on
+/// the contents.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// All NodeWright objects.
+    pub nodewrights: Vec<NodeWright>,
+    /// All DeploymentPolicy objects.
+    pub policies: Vec<DeploymentPolicy>,
+    /// All Nodes.
+    pub nodes: Vec<Node>,
+    /// Jobs in the operator namespace carrying the `nodewright.nvidia.com/name` label.
+    pub jobs: Vec<Job>,
+    /// Executor pods in the operator namespace (both `name` and `package` labels, D16).
+    pub executor_pods: Vec<Pod>,
+    /// Other pods on nodes the operator may cordon, drain or gate interrupts on.
+    pub workload_pods: Vec<Pod>,
+    /// ConfigMaps in the operator namespace labelled for a NodeWright.
+    pub config_maps: Vec<ConfigMap>,
+    /// PodDisruptionBudgets, for drain blockers and eviction throttling.
+    pub pod_disruption_budgets: Vec<PodDisruptionBudget>,
+    /// What the shell learned about the apiserver (decision D20).
+    pub cluster: ClusterInfo,
+}
+
+/// Facts about the apiserver itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClusterInfo {
+    /// Server version as (major, minor), when known.
+    pub server_version: Option<(u32, u32)>,
+}

@@ -12,3 +12,9 @@ pub use effect::{Context, DeletionReason, Effect, EntryChange, EventSpec, NodePa
 pub use options::{Options, OptionsError};
 pub use plan::{MetricSample, Plan};
 pub use snapshot::{ClusterInfo, Snapshot};
+
+pub mod jobs;
+pub mod lifecycle;
+pub mod rollout;
+
+pub use lifecycle::reconcile;

@@ -1,0 +1,1 @@
+//! DeploymentPolicy rollouts (05-rollout.md): compartments, budgets, strategies and batches.

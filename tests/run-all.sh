@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs every test of the project: formatting, lints, unit/property/golden tests, CRD freshness,
+# core purity, and (when the local control plane is available) the end-to-end suite.
+#
+# Usage: tests/run-all.sh            # everything
+#        NODEWRIGHT_SKIP_E2E=1 tests/run-all.sh   # skip the real-cluster suite
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "core purity: no I/O crates in nodewright-core"
+if cargo tree -p nodewright-core -e normal --prefix none | grep -E '^(tokio|hyper|reqwest|kube-client|kube-runtime|rustls) ' ; then
+  echo "nodewright-core depends on an I/O crate (see above)" >&2
+  exit 1
+fi
+
+step "CRDs in chart/crds are up to date"
+cargo run -q -p nodewright-crds --bin crdgen -- --check
+
+step "cargo test --workspace"
+cargo test --workspace
+
+if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ] && [ -x tests/e2e/run.sh ]; then
+  step "end-to-end suite against a real kube-apiserver"
+  tests/e2e/run.sh
+fi

@@ -10,8 +10,11 @@ pub mod names;
 pub mod node_state;
 pub mod nodewright;
 pub mod policy;
+pub mod quantity;
+pub mod selector;
 
 pub mod status;
+pub mod version;
 
 pub use node_state::{NodeState, NodeStateError, PackageStatus};
 pub use nodewright::{

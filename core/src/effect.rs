@@ -46,6 +46,21 @@ pub enum Effect {
         /// Who and what it concerned.
         context: Context,
     },
+    /// End a crash-looping non-reboot interrupt Job past its restart allowance (D18, 04 §8.10):
+    /// one merge patch of `<P>/restart-limit-exceeded` and `spec.backoffLimit: 0`, guarded by
+    /// `resource_version`; the shell re-reads the pod uncached and re-checks before sending it.
+    EndInterruptJob {
+        /// Job name in the operator namespace.
+        name: String,
+        /// uid precondition.
+        uid: String,
+        /// resourceVersion precondition (the only locked Job write).
+        resource_version: Option<String>,
+        /// The `interrupt` container's restart count, written as the annotation value.
+        restarts: i32,
+        /// Who and what it concerned.
+        context: Context,
+    },
     /// Delete a pod in the operator namespace (archive pruning) guarded by uid.
     DeletePod {
         /// Pod namespace.

@@ -1,0 +1,244 @@
+//! The executor index: a snapshot's Jobs and executor pods per (NodeWright, node, package) and
+//! per node, with each Job classified once (04-jobs-rules.md §2.1–2.3, 03-executor.md §3.9).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use nodewright_crds::{Stage, keys};
+
+use super::annotation::PackageAnnotation;
+use super::classify::{JobState, job_state};
+use super::naming::{node_label_value, package_label};
+use crate::{Options, Snapshot};
+
+/// Label Kubernetes puts on a Job's child pods (never select children by job name, 03 §3.9).
+pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
+
+/// One executor Job of the snapshot, read once.
+#[derive(Clone, Debug)]
+pub struct ExecutorJob<'a> {
+    /// The Job object.
+    pub job: &'a Job,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// Owning NodeWright (`<P>/name` label).
+    pub nodewright: String,
+    /// Full node name: `spec.template.spec.nodeName`, else the `<P>/node` label.
+    pub node: String,
+    /// `<P>/package` label (`<pkg>-<ver>`), if present.
+    pub package_label: Option<String>,
+    /// Parsed `<P>/package` annotation; `None` when absent or unreadable (04 rule 1.2.5).
+    pub package: Option<PackageAnnotation>,
+    /// Stage from the annotation, else from the `<P>/stage` label.
+    pub stage: Option<Stage>,
+    /// `<P>/interrupt == "True"`.
+    pub interrupt: bool,
+    /// Conditions-derived state.
+    pub state: JobState,
+    /// `<P>/state-recorded == "true"`.
+    pub processed: bool,
+    /// `"invalid": true` inside `<P>/package`.
+    pub invalid: bool,
+    /// The Job has a deletion timestamp (still unfinished, 04 rule 2.2).
+    pub terminating: bool,
+    /// Child pods (by controller uid), sorted by creation timestamp then name.
+    pub pods: Vec<&'a Pod>,
+}
+
+impl ExecutorJob<'_> {
+    /// True when the Job is neither `Complete` nor `Failed`.
+    pub fn is_unfinished(&self) -> bool {
+        !self.state.is_finished()
+    }
+
+    /// A Job annotation value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(String::as_str)
+    }
+
+    /// True when the Job runs `name|version` (by its package label).
+    pub fn runs(&self, name: &str, version: &str) -> bool {
+        self.package_label.as_deref() == Some(package_label(name, version).as_str())
+    }
+}
+
+/// All executor Jobs of a snapshot, indexed for the lifecycle's gates and the Jobs rules.
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorIndex<'a> {
+    jobs: Vec<ExecutorJob<'a>>,
+    by_name: BTreeMap<String, usize>,
+    by_nodewright: BTreeMap<String, Vec<usize>>,
+    busy_nodes: BTreeSet<String>,
+}
+
+fn label<'a>(object_labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
+    object_labels.and_then(|l| l.get(key)).map(String::as_str)
+}
+
+fn sort_pods(pods: &mut [&Pod]) {
+    pods.sort_by(|a, b| {
+        let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        ta.cmp(&tb).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+}
+
+impl<'a> ExecutorIndex<'a> {
+    /// Indexes the snapshot's Jobs (those with a `<P>/name` label in the operator namespace) and
+    /// executor pods (operator namespace, both `<P>/name` and `<P>/package` labels, D16).
+    pub fn build(snapshot: &'a Snapshot, options: &Options) -> Self {
+        let in_namespace = |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
+        let mut children: BTreeMap<&str, Vec<&'a Pod>> = BTreeMap::new();
+        for pod in &snapshot.executor_pods {
+            let labels = pod.metadata.labels.as_ref();
+            if !in_namespace(&pod.metadata.namespace)
+                || label(labels, keys::LABEL_NAME).is_none()
+                || label(labels, keys::PACKAGE).is_none()
+            {
+                continue;
+            }
+            if let Some(uid) = label(labels, CONTROLLER_UID) {
+                children.entry(uid).or_default().push(pod);
+            }
+        }
+        let mut jobs: Vec<ExecutorJob<'a>> = snapshot
+            .jobs
+            .iter()
+            .filter(|j| in_namespace(&j.metadata.namespace))
+            .filter_map(|job| read_job(job, &children))
+            .collect();
+        jobs.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.uid.cmp(&b.uid)));
+        let mut index = ExecutorIndex {
+            jobs,
+            ..Self::default()
+        };
+        for (i, job) in index.jobs.iter().enumerate() {
+            index.by_name.insert(job.name.clone(), i);
+            index
+                .by_nodewright
+                .entry(job.nodewright.clone())
+                .or_default()
+                .push(i);
+            if job.is_unfinished() {
+                index.busy_nodes.insert(job.node.clone());
+            }
+        }
+        index
+    }
+
+    /// Every indexed Job, sorted by name.
+    pub fn all(&self) -> &[ExecutorJob<'a>] {
+        &self.jobs
+    }
+
+    /// The Job with this name, if the snapshot has it.
+    pub fn by_name(&self, name: &str) -> Option<&ExecutorJob<'a>> {
+        self.by_name.get(name).map(|&i| &self.jobs[i])
+    }
+
+    /// Jobs of one NodeWright, sorted by name.
+    pub fn of(&self, nodewright: &str) -> impl Iterator<Item = &ExecutorJob<'a>> + '_ {
+        self.by_nodewright
+            .get(nodewright)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.jobs[i])
+    }
+
+    /// Jobs of one NodeWright on one node, sorted by name.
+    pub fn on_node<'s>(
+        &'s self,
+        nodewright: &'s str,
+        node: &'s str,
+    ) -> impl Iterator<Item = &'s ExecutorJob<'a>> + 's {
+        self.of(nodewright).filter(move |j| j.node == node)
+    }
+
+    /// Jobs of one NodeWright's package (any version unless given) on one node.
+    pub fn of_package<'s>(
+        &'s self,
+        nodewright: &'s str,
+        node: &'s str,
+        package: &'s str,
+        version: &'s str,
+    ) -> impl Iterator<Item = &'s ExecutorJob<'a>> + 's {
+        self.on_node(nodewright, node)
+            .filter(move |j| j.runs(package, version))
+    }
+
+    /// "Executor exists" (04 rule 2.1): an unfinished Job of (NodeWright, node, package version)
+    /// in any stage; suspended and terminating Jobs count, finished ones never do.
+    pub fn unfinished(&self, nodewright: &str, node: &str, package: &str, version: &str) -> bool {
+        self.of_package(nodewright, node, package, version)
+            .any(ExecutorJob::is_unfinished)
+    }
+
+    /// "Node has running executors" (04 rule 2.3): an unfinished Job of any NodeWright on the node.
+    pub fn node_busy(&self, node: &str) -> bool {
+        self.busy_nodes.contains(node)
+    }
+
+    /// Names of nodes with unfinished Jobs, sorted.
+    pub fn busy_nodes(&self) -> impl Iterator<Item = &str> {
+        self.busy_nodes.iter().map(String::as_str)
+    }
+}
+
+fn read_job<'a>(job: &'a Job, children: &BTreeMap<&str, Vec<&'a Pod>>) -> Option<ExecutorJob<'a>> {
+    let labels = job.metadata.labels.as_ref();
+    let nodewright = label(labels, keys::LABEL_NAME)?.to_string();
+    let package = job
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::PACKAGE))
+        .and_then(|text| PackageAnnotation::parse(text));
+    let node = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.node_name.clone())
+        .or_else(|| label(labels, keys::LABEL_NODE).map(str::to_string))
+        .unwrap_or_default();
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let mut pods = children.get(uid.as_str()).cloned().unwrap_or_default();
+    sort_pods(&mut pods);
+    let stage = package
+        .as_ref()
+        .map(|p| p.stage)
+        .or_else(|| label(labels, keys::LABEL_STAGE).and_then(Stage::parse));
+    Some(ExecutorJob {
+        job,
+        name: job.metadata.name.clone().unwrap_or_default(),
+        uid,
+        nodewright,
+        node,
+        package_label: label(labels, keys::PACKAGE).map(str::to_string),
+        invalid: package.as_ref().is_some_and(|p| p.invalid),
+        package,
+        stage,
+        interrupt: label(labels, keys::LABEL_INTERRUPT) == Some("True"),
+        state: job_state(job),
+        processed: job
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(keys::STATE_RECORDED))
+            .is_some_and(|v| v == "true"),
+        terminating: job.metadata.deletion_timestamp.is_some(),
+        pods,
+    })
+}
+
+/// True when a node's `<P>/node` label value or full name designates `node`.
+pub fn designates(job_node_label: &str, node: &str) -> bool {
+    job_node_label == node || job_node_label == node_label_value(node)
+}

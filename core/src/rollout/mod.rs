@@ -1,1 +1,129 @@
-//! DeploymentPolicy rollouts (05-rollout.md): compartments, budgets, strategies and batches.
+//! DeploymentPolicy rollouts (05-rollout.md; 02-lifecycle.md §6): compartments, budgets,
+//! strategies, batch evaluation and batch selection. Pure functions, no I/O, deterministic.
+//!
+//! # The seam with the lifecycle pass
+//!
+//! The lifecycle calls [`plan_rollout`] once per NodeWright per pass, after it has derived the
+//! node statuses of this pass (02-lifecycle.md §12.1 N0–N5) and before the work phase:
+//!
+//! ```text
+//! pub fn plan_rollout(nw: &NodeWright, policy: Option<&DeploymentPolicy>, nodes: &[NodeView],
+//!                     now: jiff::Timestamp, settings: &RolloutSettings) -> RolloutDecision
+//! ```
+//!
+//! * `policy`: the DeploymentPolicy named by `nw.spec.deploymentPolicy` ([`find_policy`]); any
+//!   other policy is ignored. `None` with a name set means the policy is missing.
+//! * `nodes`: the NodeWright's selected nodes in NodeWright order (creationTimestamp, then
+//!   name), as [`NodeView`]s: labels, taints, node status for this NodeWright after
+//!   introspection, the status before it, and the node-complete predicate.
+//! * `settings`: runtime-required taints (tolerated for selection, D5), and what this pass does:
+//!   `evaluate` (false while the NodeWright status is `complete` or it is paused), `select`
+//!   (false when the work phase will not run: paused, disabled, nothing to do) and
+//!   `reset_trigger` (the status just became `complete`, or a package version change was
+//!   detected; the reset happens only if [`reset_on_completion`] says so).
+//!
+//! It returns a [`RolloutDecision`]: the nodes that may start or continue work
+//! (`selected_nodes`), the in-flight nodes of stopped compartments that may only finish their
+//! current stage (`finishing_nodes`, D9), the nodes to mark `blocked`, the new
+//! `status.compartmentStatuses`, `status.nodePriority`, `status.nodeOrderOffset`, the node order
+//! handed to executors (`SKYHOOK_NODE_ORDER`), the rollout conditions to set or remove, the
+//! missing-policy report and the eight rollout gauges. The lifecycle writes these into the
+//! NodeWright status; nothing here emits effects.
+//!
+//! Calling it twice with the same inputs gives the same decision, so the lifecycle may call it
+//! with `select = false` during introspection and, when `introspection_changed` is false, again
+//! with `select = true` for the work phase.
+//!
+//! The building blocks are public too: [`build_compartments`], [`partition`], [`ceiling`],
+//! [`Strategy::batch_size`], [`evaluate()`], [`select_batch`], [`NodePriority`].
+
+mod budget;
+mod compartment;
+mod conditions;
+mod eligibility;
+mod evaluate;
+mod pass;
+mod priority;
+mod report;
+mod reset;
+mod select;
+mod selector;
+mod strategy;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use nodewright_crds::{DeploymentPolicy, NodeWright, Status};
+
+pub use budget::{ceiling, legacy_budget, legacy_initial_batch, percent_of};
+pub use compartment::{
+    CompartmentSpec, Compartments, DEFAULT_COMPARTMENT, LEGACY_POLICY_NAME, assign,
+    build_compartments, capacity, partition,
+};
+pub use conditions::{
+    NODES_IGNORED, POLICY_NOT_FOUND, PolicyMissing, RolloutCondition, TAINT_NOT_TOLERABLE,
+    nodes_ignored, policy_missing, taint_not_tolerable,
+};
+pub use eligibility::{
+    Ineligible, UNSCHEDULABLE_TAINT, ineligibility, is_ignored, selection_tolerations,
+    taints_tolerated, tolerates,
+};
+pub use evaluate::{Counts, Evaluation, absorb_churn, counts, evaluate, score};
+pub use pass::{RolloutDecision, RolloutSettings, plan_rollout};
+pub use priority::{NodePriority, truncate_to_second};
+pub use report::{ROLLOUT_METRICS, compartment_metrics, compartment_status};
+pub use reset::{
+    cli_reset_patch, explicit_fresh_batch_state, reset_batch_states, reset_on_completion,
+};
+pub use select::{BatchSelection, CANDIDATE_ORDER, Member, members, select_batch};
+pub use strategy::{Growth, Strategy, progress, safety_rank};
+
+/// What the rollout needs to know about one selected node of a NodeWright.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeView {
+    /// Node name.
+    pub name: String,
+    /// Node labels (compartment selectors, the ignore label).
+    pub labels: BTreeMap<String, String>,
+    /// Node taints (eligibility).
+    pub taints: Vec<Taint>,
+    /// Node status for this NodeWright after this pass's introspection.
+    pub status: Status,
+    /// Node status before this pass's introspection (membership-churn absorption); use
+    /// `status` when unknown.
+    pub status_before: Status,
+    /// The node-complete predicate for this NodeWright (02-lifecycle.md D5).
+    pub complete: bool,
+}
+
+impl NodeView {
+    /// A view of `node` with the given statuses and completeness.
+    pub fn from_node(node: &Node, status: Status, status_before: Status, complete: bool) -> Self {
+        Self {
+            name: node.metadata.name.clone().unwrap_or_default(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            taints: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default(),
+            status,
+            status_before,
+            complete,
+        }
+    }
+}
+
+/// The policy `nw` references, if it exists among `policies`.
+pub fn find_policy<'a>(
+    nw: &NodeWright,
+    policies: &'a [DeploymentPolicy],
+) -> Option<&'a DeploymentPolicy> {
+    let name = nw.spec.deployment_policy.as_str();
+    if name.is_empty() {
+        return None;
+    }
+    policies
+        .iter()
+        .find(|p| p.metadata.name.as_deref() == Some(name))
+}

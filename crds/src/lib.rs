@@ -4,6 +4,7 @@
 //! Everything here is shared by the operator's webhook, the core, the simulator and the CLI.
 
 pub mod crdgen;
+pub mod defaults;
 pub mod duration;
 pub mod keys;
 pub mod names;
@@ -14,6 +15,7 @@ pub mod quantity;
 pub mod selector;
 
 pub mod status;
+pub mod validation;
 pub mod version;
 
 pub use node_state::{NodeState, NodeStateError, PackageStatus};

@@ -1,1 +1,9 @@
+//! NodeWright's shell: everything that talks to the cluster. Watches feed a [`Snapshot`] to the
+//! pure core, the [`interpret::Interpreter`] applies the resulting plan, and the process serves
+//! admission webhooks, metrics and probes.
+//!
+//! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod error;
+pub mod interpret;
+pub mod merge;

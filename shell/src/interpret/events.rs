@@ -1,0 +1,158 @@
+//! Kubernetes Events (events.k8s.io/v1) with a small in-memory de-duplication.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use nodewright_core::{DeletionReason, EventSpec, ObjectRef};
+use nodewright_crds::{GROUP, VERSION};
+use tracing::warn;
+
+use super::Outcome;
+
+/// Name of the reporting controller on every Event.
+pub const REPORTING_CONTROLLER: &str = "nodewright.nvidia.com/operator";
+
+/// Identical events within this window are emitted once.
+const DEDUP_WINDOW: Duration = Duration::from_secs(300);
+
+/// Emits Events; failures are logged, never fatal.
+#[derive(Clone)]
+pub struct EventRecorder {
+    client: Client,
+    instance: String,
+    recent: Arc<Mutex<HashMap<String, Instant>>>,
+}
+
+impl EventRecorder {
+    /// A recorder reporting as `instance` (the pod name).
+    pub fn new(client: Client, instance: &str) -> Self {
+        EventRecorder {
+            client,
+            instance: instance.to_string(),
+            recent: Arc::default(),
+        }
+    }
+
+    /// Emits the event of an [`nodewright_core::Effect::Event`].
+    pub async fn emit(&self, spec: &EventSpec) -> Outcome {
+        let key = format!(
+            "{}/{}/{}/{}/{}",
+            spec.regarding.kind, spec.regarding.name, spec.reason, spec.action, spec.message
+        );
+        if !self.first_recently(key) {
+            return Outcome::Noop;
+        }
+        let event = build_event(spec, &self.instance, jiff::Timestamp::now());
+        let namespace = event_namespace(&spec.regarding);
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => Outcome::Applied,
+            Err(e) => {
+                warn!(error = %e, reason = %spec.reason, "event not recorded");
+                Outcome::Noop
+            }
+        }
+    }
+
+    /// Emits the Event that explains a deletion (decision D12).
+    pub async fn deleted(
+        &self,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        reason: DeletionReason,
+    ) {
+        let spec = EventSpec {
+            regarding: ObjectRef {
+                kind: kind.to_string(),
+                name: name.to_string(),
+                namespace: Some(namespace.to_string()),
+                uid: Some(uid.to_string()),
+            },
+            warning: false,
+            reason: "Deleted".into(),
+            action: "Delete".into(),
+            message: format!("deleted {kind} {namespace}/{name}: {}", reason.as_str()),
+        };
+        self.emit(&spec).await;
+    }
+
+    fn first_recently(&self, key: String) -> bool {
+        let now = Instant::now();
+        // A poisoned lock only means another emitter panicked; the map is still usable.
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|_, at| now.duration_since(*at) < DEDUP_WINDOW);
+        if recent.contains_key(&key) {
+            return false;
+        }
+        recent.insert(key, now);
+        true
+    }
+}
+
+/// Events about cluster-scoped objects live in `default`, like client-go's recorder.
+fn event_namespace(regarding: &ObjectRef) -> String {
+    regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".to_string())
+}
+
+fn api_version(kind: &str) -> String {
+    match kind {
+        "NodeWright" | "DeploymentPolicy" => format!("{GROUP}/{VERSION}"),
+        "Job" => "batch/v1".into(),
+        _ => "v1".into(),
+    }
+}
+
+/// The events.k8s.io/v1 object for `spec`.
+pub(crate) fn build_event(spec: &EventSpec, instance: &str, now: jiff::Timestamp) -> Event {
+    let r = &spec.regarding;
+    let action = if spec.action.is_empty() {
+        spec.reason.clone()
+    } else {
+        spec.action.clone()
+    };
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{}.{:x}", r.name, now.as_nanosecond())),
+            namespace: Some(event_namespace(r)),
+            ..ObjectMeta::default()
+        },
+        event_time: Some(MicroTime(now)),
+        action: Some(action),
+        reason: Some(spec.reason.clone()),
+        note: Some(truncate(&spec.message, 1024)),
+        type_: Some(if spec.warning { "Warning" } else { "Normal" }.into()),
+        reporting_controller: Some(REPORTING_CONTROLLER.into()),
+        reporting_instance: Some(instance.to_string()),
+        regarding: Some(ObjectReference {
+            api_version: Some(api_version(&r.kind)),
+            kind: Some(r.kind.clone()),
+            name: Some(r.name.clone()),
+            namespace: r.namespace.clone(),
+            uid: r.uid.clone(),
+            ..ObjectReference::default()
+        }),
+        ..Event::default()
+    }
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}

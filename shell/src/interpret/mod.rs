@@ -1,0 +1,352 @@
+//! The effect interpreter: applies a [`Plan`]'s effects in order, each against fresh state with
+//! its precondition (00-architecture.md "Effects", 02-lifecycle.md §13).
+//!
+//! Every effect ends in an [`Outcome`]. A dropped or failed write poisons its scope: later
+//! effects on the same node are skipped, the NodeWright's status patch is skipped when one of its
+//! node writes failed (§13.7), and an Event right after a write that did not happen is skipped.
+
+mod events;
+mod interrupt;
+mod node;
+mod nodewright;
+mod objects;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::runtime::reflector::Store;
+use nodewright_core::{Context, Effect, Plan, Snapshot};
+use tracing::{Instrument, debug, info_span, warn};
+
+pub use events::EventRecorder;
+
+use crate::error::ShellError;
+
+/// How one effect ended.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The write happened.
+    Applied,
+    /// Nothing needed writing (object gone, already in the desired state).
+    Noop,
+    /// A precondition failed or the object already exists; the next pass decides.
+    Dropped(String),
+    /// The apiserver asked to wait (eviction blocked by a PodDisruptionBudget).
+    Waiting(String),
+    /// Skipped because an earlier effect in its scope did not happen.
+    Skipped,
+    /// The write failed.
+    Failed(ShellError),
+}
+
+impl Outcome {
+    /// Short label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Applied => "applied",
+            Outcome::Noop => "noop",
+            Outcome::Dropped(_) => "dropped",
+            Outcome::Waiting(_) => "waiting",
+            Outcome::Skipped => "skipped",
+            Outcome::Failed(_) => "failed",
+        }
+    }
+
+    fn happened(&self) -> bool {
+        matches!(self, Outcome::Applied | Outcome::Noop)
+    }
+}
+
+/// What applying one plan did.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// (effect kind, outcome) in plan order.
+    pub outcomes: Vec<(&'static str, Outcome)>,
+}
+
+impl Report {
+    /// True when some effect was dropped, skipped or waiting: run another pass soon.
+    pub fn wants_requeue(&self) -> bool {
+        self.outcomes.iter().any(|(_, o)| {
+            matches!(
+                o,
+                Outcome::Dropped(_) | Outcome::Waiting(_) | Outcome::Skipped
+            )
+        })
+    }
+
+    /// The errors of failed effects.
+    pub fn errors(&self) -> Vec<String> {
+        self.outcomes
+            .iter()
+            .filter_map(|(kind, o)| match o {
+                Outcome::Failed(e) => Some(format!("{kind}: {e}")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Number of effects with the given outcome label.
+    pub fn count(&self, label: &str) -> usize {
+        self.outcomes
+            .iter()
+            .filter(|(_, o)| o.label() == label)
+            .count()
+    }
+}
+
+/// Applies effects to the apiserver.
+#[derive(Clone)]
+pub struct Interpreter {
+    pub(crate) client: Client,
+    pub(crate) namespace: String,
+    pub(crate) events: EventRecorder,
+    pub(crate) node_cache: Option<Store<Node>>,
+    pub(crate) conflict_attempts: u32,
+    pub(crate) retry_backoff: Duration,
+}
+
+impl Interpreter {
+    /// An interpreter writing Jobs, pods and ConfigMaps into `namespace`.
+    pub fn new(client: Client, namespace: &str, events: EventRecorder) -> Self {
+        Interpreter {
+            client,
+            namespace: namespace.to_string(),
+            events,
+            node_cache: None,
+            conflict_attempts: 5,
+            retry_backoff: Duration::from_millis(20),
+        }
+    }
+
+    /// Lets the first read of a node write come from the reflector cache (§13.1 step 4).
+    pub fn with_node_cache(mut self, store: Store<Node>) -> Self {
+        self.node_cache = Some(store);
+        self
+    }
+
+    /// Applies every effect of `plan` in order; `snapshot` is what the plan was computed from.
+    pub async fn apply(&self, snapshot: &Snapshot, plan: &Plan) -> Report {
+        let mut report = Report::default();
+        let mut scope = Scope::default();
+        for effect in &plan.effects {
+            let kind = effect_kind(effect);
+            let outcome = if scope.blocks(effect) {
+                Outcome::Skipped
+            } else {
+                let span = effect_span(kind, effect_context(effect));
+                self.apply_one(snapshot, effect).instrument(span).await
+            };
+            log_outcome(kind, effect, &outcome);
+            scope.record(effect, &outcome);
+            report.outcomes.push((kind, outcome));
+        }
+        report
+    }
+
+    /// Applies one effect with its precondition.
+    pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
+        match effect {
+            Effect::CreateJob { job, .. } => self.create_job(job).await,
+            Effect::DeleteJob {
+                name, uid, reason, ..
+            } => self.delete_job(name, uid, *reason).await,
+            Effect::PatchJob {
+                name,
+                uid,
+                suspend,
+                ttl_seconds_after_finished,
+                annotations,
+                ..
+            } => {
+                self.patch_job(name, uid, *suspend, *ttl_seconds_after_finished, annotations)
+                    .await
+            }
+            Effect::EndInterruptJob {
+                name,
+                uid,
+                resource_version,
+                restarts,
+                ..
+            } => {
+                self.end_interrupt_job(name, uid, resource_version.as_deref(), *restarts)
+                    .await
+            }
+            Effect::DeletePod {
+                namespace,
+                name,
+                uid,
+                reason,
+                ..
+            } => self.delete_pod(namespace, name, uid, *reason).await,
+            Effect::PatchNode(patch) => self.patch_node(patch).await,
+            Effect::PatchNodeConditions { node, set, remove } => {
+                self.patch_node_conditions(node, set, remove).await
+            }
+            Effect::Evict {
+                namespace,
+                name,
+                uid,
+                delete_instead,
+                grace_period_seconds,
+                ..
+            } => {
+                self.evict(namespace, name, uid, *delete_instead, *grace_period_seconds)
+                    .await
+            }
+            Effect::PatchStatus { nodewright, status } => {
+                self.patch_status(snapshot, nodewright, status).await
+            }
+            Effect::AddFinalizer { nodewright, uid } => {
+                self.set_finalizer(snapshot, nodewright, uid, true).await
+            }
+            Effect::RemoveFinalizer { nodewright, uid } => {
+                self.set_finalizer(snapshot, nodewright, uid, false).await
+            }
+            Effect::UpsertConfigMap {
+                config_map,
+                expect_resource_version,
+            } => {
+                self.upsert_config_map(config_map, expect_resource_version.as_deref())
+                    .await
+            }
+            Effect::DeleteConfigMap { name, uid, reason } => {
+                self.delete_config_map(name, uid, *reason).await
+            }
+            Effect::Event(spec) => self.events.emit(spec).await,
+        }
+    }
+}
+
+/// Which later effects a failure blocks.
+#[derive(Default)]
+struct Scope {
+    failed_nodes: BTreeSet<String>,
+    failed_nodewrights: BTreeSet<String>,
+    previous_happened: bool,
+}
+
+impl Scope {
+    fn blocks(&self, effect: &Effect) -> bool {
+        if matches!(effect, Effect::Event(_)) {
+            return !self.previous_happened;
+        }
+        if let Effect::PatchStatus { nodewright, .. } = effect
+            && self.failed_nodewrights.contains(nodewright)
+        {
+            return true;
+        }
+        effect_node(effect).is_some_and(|n| self.failed_nodes.contains(n))
+    }
+
+    fn record(&mut self, effect: &Effect, outcome: &Outcome) {
+        if matches!(effect, Effect::Event(_)) {
+            return;
+        }
+        // An eviction that must wait does not invalidate other evictions or writes on the node.
+        let happened = outcome.happened() || matches!(outcome, Outcome::Waiting(_));
+        self.previous_happened = outcome.happened();
+        if happened {
+            return;
+        }
+        if let Some(node) = effect_node(effect) {
+            self.failed_nodes.insert(node.to_string());
+            if let Some(nw) = &effect_context(effect).nodewright {
+                self.failed_nodewrights.insert(nw.clone());
+            }
+        }
+        if let Effect::PatchNode(patch) = effect {
+            for change in &patch.state {
+                self.failed_nodewrights.insert(change.nodewright.clone());
+            }
+        }
+    }
+}
+
+/// The node an effect concerns, if any.
+fn effect_node(effect: &Effect) -> Option<&str> {
+    match effect {
+        Effect::PatchNode(p) => Some(&p.node),
+        Effect::PatchNodeConditions { node, .. } => Some(node),
+        other => effect_context(other).node.as_deref(),
+    }
+}
+
+static EMPTY_CONTEXT: std::sync::LazyLock<Context> = std::sync::LazyLock::new(Context::default);
+
+/// The context an effect carries (empty for effects without one).
+pub fn effect_context(effect: &Effect) -> &Context {
+    match effect {
+        Effect::CreateJob { context, .. }
+        | Effect::DeleteJob { context, .. }
+        | Effect::PatchJob { context, .. }
+        | Effect::EndInterruptJob { context, .. }
+        | Effect::DeletePod { context, .. }
+        | Effect::Evict { context, .. } => context,
+        Effect::PatchNode(p) => &p.context,
+        _ => &EMPTY_CONTEXT,
+    }
+}
+
+/// The effect's variant name, for logs and metrics.
+pub fn effect_kind(effect: &Effect) -> &'static str {
+    match effect {
+        Effect::CreateJob { .. } => "CreateJob",
+        Effect::DeleteJob { .. } => "DeleteJob",
+        Effect::PatchJob { .. } => "PatchJob",
+        Effect::EndInterruptJob { .. } => "EndInterruptJob",
+        Effect::DeletePod { .. } => "DeletePod",
+        Effect::PatchNode(_) => "PatchNode",
+        Effect::PatchNodeConditions { .. } => "PatchNodeConditions",
+        Effect::Evict { .. } => "Evict",
+        Effect::PatchStatus { .. } => "PatchStatus",
+        Effect::AddFinalizer { .. } => "AddFinalizer",
+        Effect::RemoveFinalizer { .. } => "RemoveFinalizer",
+        Effect::UpsertConfigMap { .. } => "UpsertConfigMap",
+        Effect::DeleteConfigMap { .. } => "DeleteConfigMap",
+        Effect::Event(_) => "Event",
+    }
+}
+
+fn effect_span(kind: &'static str, ctx: &Context) -> tracing::Span {
+    let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+    info_span!(
+        "effect",
+        effect = kind,
+        nodewright = %opt(&ctx.nodewright),
+        node = %opt(&ctx.node),
+        package = %opt(&ctx.package),
+        version = %opt(&ctx.version),
+        stage = %opt(&ctx.stage),
+    )
+}
+
+fn log_outcome(kind: &'static str, effect: &Effect, outcome: &Outcome) {
+    let ctx = effect_context(effect);
+    let opt = |v: &Option<String>| v.clone().unwrap_or_default();
+    let (nw, node, pkg, stage) = (
+        opt(&ctx.nodewright),
+        opt(&ctx.node),
+        opt(&ctx.package),
+        opt(&ctx.stage),
+    );
+    match outcome {
+        Outcome::Applied | Outcome::Noop | Outcome::Skipped => debug!(
+            effect = kind, outcome = outcome.label(), nodewright = %nw, node = %node,
+            package = %pkg, stage = %stage, "effect"
+        ),
+        Outcome::Dropped(why) | Outcome::Waiting(why) => debug!(
+            effect = kind, outcome = outcome.label(), nodewright = %nw, node = %node,
+            package = %pkg, stage = %stage, why = %why, "effect not applied"
+        ),
+        Outcome::Failed(err) => warn!(
+            effect = kind, outcome = "failed", nodewright = %nw, node = %node,
+            package = %pkg, stage = %stage, error = %err, "effect failed"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,115 @@
+//! NodeWright writes: the status subresource and the finalizer (02-lifecycle.md §13.7).
+
+use kube::api::{Api, Patch, PatchParams};
+use nodewright_core::Snapshot;
+use nodewright_crds::{NodeWright, NodeWrightStatus, keys};
+use serde_json::{Value, json};
+
+use super::{Interpreter, Outcome};
+use crate::error::{ShellError, is_conflict, is_not_found};
+use crate::merge;
+
+impl Interpreter {
+    pub(super) async fn patch_status(
+        &self,
+        snapshot: &Snapshot,
+        name: &str,
+        status: &NodeWrightStatus,
+    ) -> Outcome {
+        let current = snapshot
+            .nodewrights
+            .iter()
+            .find(|nw| nw.metadata.name.as_deref() == Some(name))
+            .and_then(|nw| nw.status.clone());
+        let body = match status_patch(current.as_ref(), status) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Outcome::Noop,
+            Err(e) => return Outcome::Failed(e.into()),
+        };
+        let api: Api<NodeWright> = Api::all(self.client.clone());
+        match api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => Outcome::Applied,
+            Err(e) if is_not_found(&e) => Outcome::Noop,
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    pub(super) async fn set_finalizer(
+        &self,
+        snapshot: &Snapshot,
+        name: &str,
+        uid: &str,
+        present: bool,
+    ) -> Outcome {
+        let api: Api<NodeWright> = Api::all(self.client.clone());
+        let mut seen = snapshot
+            .nodewrights
+            .iter()
+            .find(|nw| nw.metadata.name.as_deref() == Some(name))
+            .cloned();
+        for attempt in 0..self.conflict_attempts {
+            if seen.is_none() || attempt > 0 {
+                seen = match api.get_opt(name).await {
+                    Ok(nw) => nw,
+                    Err(e) => return Outcome::Failed(e.into()),
+                };
+            }
+            let Some(nw) = &seen else {
+                return Outcome::Noop;
+            };
+            if nw.metadata.uid.as_deref() != Some(uid) {
+                return Outcome::Dropped(format!("NodeWright {name} was recreated"));
+            }
+            let Some(body) = finalizer_patch(nw, present) else {
+                return Outcome::Noop;
+            };
+            match api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+            {
+                Ok(_) => return Outcome::Applied,
+                Err(e) if is_not_found(&e) => return Outcome::Noop,
+                Err(e) if is_conflict(&e) => continue,
+                Err(e) => return Outcome::Failed(e.into()),
+            }
+        }
+        Outcome::Failed(ShellError::ConflictRetriesExhausted(self.conflict_attempts))
+    }
+}
+
+/// `{"status": <merge diff>}` between the snapshot's status and the desired one.
+pub(crate) fn status_patch(
+    current: Option<&NodeWrightStatus>,
+    desired: &NodeWrightStatus,
+) -> Result<Option<Value>, serde_json::Error> {
+    let old = match current {
+        Some(s) => serde_json::to_value(s)?,
+        None => json!({}),
+    };
+    let new = serde_json::to_value(desired)?;
+    Ok(merge::diff(&old, &new).map(|d| json!({ "status": d })))
+}
+
+/// The finalizer list with ours added or removed, guarded by resourceVersion; `None` if unchanged.
+pub(crate) fn finalizer_patch(nw: &NodeWright, present: bool) -> Option<Value> {
+    let current = nw.metadata.finalizers.clone().unwrap_or_default();
+    let has = current.iter().any(|f| f == keys::FINALIZER);
+    if has == present {
+        return None;
+    }
+    let next: Vec<String> = if present {
+        current
+            .into_iter()
+            .chain(std::iter::once(keys::FINALIZER.to_string()))
+            .collect()
+    } else {
+        current.into_iter().filter(|f| f != keys::FINALIZER).collect()
+    };
+    Some(json!({"metadata": {
+        "finalizers": next,
+        "resourceVersion": nw.metadata.resource_version.clone().unwrap_or_default(),
+    }}))
+}

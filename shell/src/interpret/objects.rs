@@ -1,0 +1,218 @@
+//! Jobs, pods and ConfigMaps in the operator namespace, and evictions.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use nodewright_core::DeletionReason;
+use serde_json::{Map, Value, json};
+use tracing::info;
+
+use super::{Interpreter, Outcome};
+use crate::error::{
+    is_already_exists, is_conflict, is_not_found, is_too_many_requests, is_uid_mismatch,
+};
+
+/// Foreground delete guarded by uid.
+fn guarded_delete(uid: &str) -> DeleteParams {
+    DeleteParams::foreground().preconditions(Preconditions {
+        uid: Some(uid.to_string()),
+        resource_version: None,
+    })
+}
+
+/// Maps the answer of a guarded delete to an outcome.
+fn delete_outcome<T>(result: Result<T, kube::Error>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Applied,
+        Err(e) if is_not_found(&e) => Outcome::Noop,
+        Err(e) if is_conflict(&e) => Outcome::Dropped(format!("uid precondition failed: {e}")),
+        Err(e) => Outcome::Failed(e.into()),
+    }
+}
+
+impl Interpreter {
+    pub(super) async fn create_job(&self, job: &Job) -> Outcome {
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut job = job.clone();
+        job.metadata.namespace = Some(self.namespace.clone());
+        match api.create(&PostParams::default(), &job).await {
+            Ok(created) => {
+                info!(job = %created.metadata.name.unwrap_or_default(), "created job");
+                Outcome::Applied
+            }
+            Err(e) if is_already_exists(&e) => {
+                Outcome::Dropped(format!("job {} already exists", job.metadata.name.unwrap_or_default()))
+            }
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    pub(super) async fn delete_job(&self, name: &str, uid: &str, reason: DeletionReason) -> Outcome {
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
+        let outcome = delete_outcome(api.delete(name, &guarded_delete(uid)).await);
+        if matches!(outcome, Outcome::Applied) {
+            info!(job = name, uid, reason = reason.as_str(), "deleted job");
+            self.events
+                .deleted("Job", &self.namespace, name, uid, reason)
+                .await;
+        }
+        outcome
+    }
+
+    pub(super) async fn patch_job(
+        &self,
+        name: &str,
+        uid: &str,
+        suspend: Option<bool>,
+        ttl: Option<i32>,
+        annotations: &BTreeMap<String, Option<String>>,
+    ) -> Outcome {
+        let api: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
+        let body = job_patch(uid, suspend, ttl, annotations);
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+        {
+            Ok(_) => Outcome::Applied,
+            Err(e) if is_not_found(&e) => Outcome::Noop,
+            Err(e) if is_uid_mismatch(&e) => {
+                Outcome::Dropped(format!("uid precondition failed: {e}"))
+            }
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    pub(super) async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        reason: DeletionReason,
+    ) -> Outcome {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let outcome = delete_outcome(api.delete(name, &guarded_delete(uid)).await);
+        if matches!(outcome, Outcome::Applied) {
+            info!(pod = name, namespace, uid, reason = reason.as_str(), "deleted pod");
+            self.events.deleted("Pod", namespace, name, uid, reason).await;
+        }
+        outcome
+    }
+
+    pub(super) async fn evict(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        delete_instead: bool,
+        grace: Option<i64>,
+    ) -> Outcome {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let mut params = DeleteParams::default().preconditions(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        });
+        if let Some(g) = grace {
+            params = params.grace_period(u32::try_from(g.max(0)).unwrap_or(u32::MAX));
+        }
+        let result = if delete_instead {
+            api.delete(name, &params).await.map(|_| ())
+        } else {
+            let ep = EvictParams {
+                delete_options: Some(params),
+                post_options: PostParams::default(),
+            };
+            api.evict(name, &ep).await.map(|_| ())
+        };
+        match result {
+            Ok(()) => {
+                info!(pod = name, namespace, uid, delete_instead, "evicted pod");
+                Outcome::Applied
+            }
+            Err(e) if is_not_found(&e) => Outcome::Noop,
+            Err(e) if is_too_many_requests(&e) => {
+                Outcome::Waiting(format!("eviction of {namespace}/{name} refused: {e}"))
+            }
+            Err(e) if is_conflict(&e) => Outcome::Dropped(format!("uid precondition failed: {e}")),
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    pub(super) async fn upsert_config_map(
+        &self,
+        config_map: &ConfigMap,
+        expect_resource_version: Option<&str>,
+    ) -> Outcome {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let mut cm = config_map.clone();
+        cm.metadata.namespace = Some(self.namespace.clone());
+        let name = cm.metadata.name.clone().unwrap_or_default();
+        let result = match expect_resource_version {
+            None => api.create(&PostParams::default(), &cm).await,
+            Some(rv) => {
+                cm.metadata.resource_version = Some(rv.to_string());
+                api.replace(&name, &PostParams::default(), &cm).await
+            }
+        };
+        match result {
+            Ok(_) => Outcome::Applied,
+            Err(e) if is_already_exists(&e) => {
+                Outcome::Dropped(format!("configmap {name} already exists"))
+            }
+            Err(e) if is_conflict(&e) || is_not_found(&e) => {
+                Outcome::Dropped(format!("configmap {name} changed: {e}"))
+            }
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    pub(super) async fn delete_config_map(
+        &self,
+        name: &str,
+        uid: &str,
+        reason: DeletionReason,
+    ) -> Outcome {
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.namespace);
+        let params = DeleteParams::default().preconditions(Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        });
+        let outcome = delete_outcome(api.delete(name, &params).await);
+        if matches!(outcome, Outcome::Applied) {
+            info!(configmap = name, uid, reason = reason.as_str(), "deleted configmap");
+        }
+        outcome
+    }
+}
+
+/// The merge patch of exactly the Job fields an effect changes, with the uid as precondition.
+pub(crate) fn job_patch(
+    uid: &str,
+    suspend: Option<bool>,
+    ttl: Option<i32>,
+    annotations: &BTreeMap<String, Option<String>>,
+) -> Value {
+    let mut metadata = Map::new();
+    metadata.insert("uid".into(), json!(uid));
+    if !annotations.is_empty() {
+        let a: Map<String, Value> = annotations
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone().map_or(Value::Null, Value::String)))
+            .collect();
+        metadata.insert("annotations".into(), Value::Object(a));
+    }
+    let mut spec = Map::new();
+    if let Some(s) = suspend {
+        spec.insert("suspend".into(), json!(s));
+    }
+    if let Some(t) = ttl {
+        spec.insert("ttlSecondsAfterFinished".into(), json!(t));
+    }
+    let mut body = Map::new();
+    body.insert("metadata".into(), Value::Object(metadata));
+    if !spec.is_empty() {
+        body.insert("spec".into(), Value::Object(spec));
+    }
+    Value::Object(body)
+}

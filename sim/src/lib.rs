@@ -1,1 +1,11 @@
+//! NodeWright's deterministic cluster simulator: a virtual-time apiserver, Job controller,
+//! kubelets and nodes that drive the real `nodewright_core::reconcile` through a model of the
+//! shell's effect interpreter, with injectable faults, invariant checks after every step,
+//! scenario files, JSONL traces with replay, and timelines.
 
+pub mod objects;
+pub mod rng;
+pub mod selector;
+pub mod store;
+pub mod time;
+pub mod world;

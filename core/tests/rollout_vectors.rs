@@ -273,7 +273,11 @@ fn r01_to_r05_all_succeed_sequences() {
         assert_eq!(sizes, expected, "{id}");
         assert_eq!(st.current_batch, current_batch, "{id}");
         assert_eq!(i64::from(st.completed_nodes), total, "{id}");
-        assert_eq!(i64::from(st.last_batch_size), *expected.last().unwrap(), "{id}");
+        assert_eq!(
+            i64::from(st.last_batch_size),
+            *expected.last().unwrap(),
+            "{id}"
+        );
     }
 }
 

@@ -17,10 +17,13 @@
 //!   name), as [`NodeView`]s: labels, taints, node status for this NodeWright after
 //!   introspection, the status before it, and the node-complete predicate.
 //! * `settings`: runtime-required taints (tolerated for selection, D5), and what this pass does:
-//!   `evaluate` (false while the NodeWright status is `complete` or it is paused), `select`
-//!   (false when the work phase will not run: paused, disabled, nothing to do) and
-//!   `reset_trigger` (the status just became `complete`, or a package version change was
-//!   detected; the reset happens only if [`reset_on_completion`] says so).
+//!   `evaluate` (false while paused, and when the NodeWright status was already `complete`
+//!   before this pass, so a finished and reset rollout is not scored again), `select` (false
+//!   when the work phase will not run: paused, disabled, nothing to do) and `reset_trigger` (the
+//!   status becomes `complete` in this pass, or a package version change was detected; the
+//!   reset happens only if [`reset_on_completion`] says so). Evaluation runs before the reset,
+//!   so on the pass that completes the rollout the last batch is scored first (the reference
+//!   skips it).
 //!
 //! It returns a [`RolloutDecision`]: the nodes that may start or continue work
 //! (`selected_nodes`), the in-flight nodes of stopped compartments that may only finish their

@@ -54,6 +54,8 @@ fn post_process(crd: CustomResourceDefinition) -> CustomResourceDefinition {
         for version in versions {
             if let Some(schema) = version.pointer_mut("/schema/openAPIV3Schema") {
                 strip_nullable(schema, "");
+                mark_selector_lists_atomic(schema);
+                relax_key_selector_names(schema);
             }
         }
     }
@@ -88,5 +90,57 @@ fn strip_nullable(schema: &mut Value, path: &str) {
                 strip_nullable(child, path);
             }
         }
+    }
+}
+
+/// Upstream marks a label selector's `matchExpressions` and each expression's `values` as atomic
+/// lists; embedded k8s-openapi types carry no such markers, so add them to every selector.
+fn mark_selector_lists_atomic(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            let is_selector = object.get("properties").is_some_and(|p| {
+                p.get("matchExpressions").is_some() && p.get("matchLabels").is_some()
+            });
+            if is_selector {
+                let atomic = || Value::String("atomic".to_string());
+                let exprs = object
+                    .get_mut("properties")
+                    .and_then(|p| p.get_mut("matchExpressions"));
+                if let Some(exprs) = exprs {
+                    exprs["x-kubernetes-list-type"] = atomic();
+                    if let Some(values) = exprs.pointer_mut("/items/properties/values") {
+                        values["x-kubernetes-list-type"] = atomic();
+                    }
+                }
+            }
+            object.values_mut().for_each(mark_selector_lists_atomic);
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_selector_lists_atomic),
+        _ => {}
+    }
+}
+
+/// Upstream's `configMapKeyRef`/`secretKeyRef` require only `key` (`name` defaults to `""`);
+/// k8s-openapi's schema requires `name` too, which would reject manifests the Go CRD accepts.
+fn relax_key_selector_names(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            let is_key_selector = object.get("properties").is_some_and(|p| {
+                ["key", "name", "optional"]
+                    .iter()
+                    .all(|k| p.get(k).is_some())
+            });
+            if is_key_selector {
+                if let Some(Value::Array(required)) = object.get_mut("required") {
+                    required.retain(|r| r != "name");
+                }
+                if let Some(name) = object.get_mut("properties").and_then(|p| p.get_mut("name")) {
+                    name["default"] = Value::String(String::new());
+                }
+            }
+            object.values_mut().for_each(relax_key_selector_names);
+        }
+        Value::Array(items) => items.iter_mut().for_each(relax_key_selector_names),
+        _ => {}
     }
 }

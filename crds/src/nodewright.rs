@@ -111,6 +111,7 @@ pub struct Package {
     /// Package version (semver); supplies the image tag and drives upgrades.
     pub version: String,
     /// Image repository without tag.
+    #[schemars(regex(pattern = r"^\S+$"))]
     pub image: String,
     /// Image digest `sha256:<hex>`; when set the image is pulled by digest.
     #[serde(
@@ -240,8 +241,10 @@ impl InterruptType {
     }
 }
 
-/// Explicit uninstall settings (01-api.md §2.4.2).
+/// Explicit uninstall settings (01-api.md §2.4.2). Both fields are schema-required and defaulted,
+/// so `uninstall: {}` is stored as `{enabled: false, apply: false}`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[schemars(extend("required" = ["apply", "enabled"]))]
 pub struct Uninstall {
     /// The package ships uninstall scripts.
     #[serde(default)]
@@ -251,21 +254,28 @@ pub struct Uninstall {
     pub apply: bool,
 }
 
+/// The Kubernetes quantity grammar, as the upstream CRD declares it on resource fields.
+const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
 /// CPU and memory overrides for stage containers (01-api.md §2.4.3).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRequirements {
     /// CPU request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub cpu_request: Option<Quantity>,
     /// CPU limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub cpu_limit: Option<Quantity>,
     /// Memory request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub memory_request: Option<Quantity>,
     /// Memory limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = QUANTITY_PATTERN))]
     pub memory_limit: Option<Quantity>,
 }
 

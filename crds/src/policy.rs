@@ -35,11 +35,16 @@ pub struct DeploymentPolicySpec {
 pub struct PolicyDefault {
     /// Ceiling for the default compartment; exactly one of percent or count.
     #[serde(default)]
+    #[schemars(transform = drop_default)]
     pub budget: DeploymentBudget,
     /// Strategy for the default compartment (the key must be present; may be null).
     #[schemars(required)]
-    #[serde(default)]
     pub strategy: Option<DeploymentStrategy>,
+}
+
+/// Schema transform: no `default:` (upstream's `default.budget` has none).
+fn drop_default(schema: &mut schemars::Schema) {
+    schema.remove("default");
 }
 
 /// A named group of nodes with its own budget and strategy.

@@ -1,30 +1,121 @@
-//! The reconcile pass R1–R9 (02-lifecycle.md §4).
+//! The reconcile pass R1–R9 (02-lifecycle.md §4): one pure function from a snapshot to a plan.
+//!
+//! Phases run in the spec's order; a phase that writes something may end the pass early
+//! ("End (2 s)"): its effects are emitted with a 2 s requeue and later phases wait for the next
+//! pass. Node-state writes are per-entry guarded [`crate::EntryChange`]s (§13.1). See
+//! `docs/design.md` for a walkthrough.
+
+mod ctx;
+pub mod dag;
+mod emit;
+mod finalizer;
+pub mod interrupts;
+mod metrics;
+mod ordering;
+mod outcomes;
+pub mod predicates;
+mod prelude;
+mod reboot;
+mod rollout_seam;
+mod start;
+pub mod status;
+mod taints;
+mod view;
+mod work;
+mod work_phase;
+mod config;
 
 use jiff::Timestamp;
-use nodewright_crds::keys;
 
-use crate::effect::Effect;
+use self::ctx::Ctx;
+use self::view::NwView;
 use crate::{Options, Plan, Snapshot};
 
-/// Plans one pass over the whole snapshot. Pure and deterministic.
-pub fn reconcile(snapshot: &Snapshot, _options: &Options, _now: Timestamp) -> Plan {
-    let mut plan = Plan::default();
-    let mut nodewrights: Vec<_> = snapshot.nodewrights.iter().collect();
-    nodewrights.sort_by(|a, b| {
-        (a.spec.priority, &a.metadata.name).cmp(&(b.spec.priority, &b.metadata.name))
-    });
-    for nw in nodewrights {
-        let has_finalizer = nw
-            .metadata
-            .finalizers
-            .as_ref()
-            .is_some_and(|f| f.iter().any(|x| x == keys::FINALIZER));
-        if nw.metadata.deletion_timestamp.is_none() && !has_finalizer {
-            plan.effects.push(Effect::AddFinalizer {
-                nodewright: nw.metadata.name.clone().unwrap_or_default(),
-                uid: nw.metadata.uid.clone().unwrap_or_default(),
-            });
+/// Plans one pass over the whole snapshot. Pure and deterministic: the same snapshot, options
+/// and `now` give the same plan, whatever the order of the snapshot's vectors.
+pub fn reconcile(snapshot: &Snapshot, options: &Options, now: Timestamp) -> Plan {
+    let mut ctx = Ctx::new(snapshot, options, now);
+    let views = build_views(&mut ctx);
+    if views.is_empty() && snapshot.nodewrights.is_empty() {
+        return Plan::default();
+    }
+    let ended = run(&mut ctx, &views);
+    emit::finish(ctx, &views, ended)
+}
+
+/// R2: one view per NodeWright, sorted by (priority, name); a NodeWright whose view cannot be
+/// built (invalid selector) is reported and left alone.
+fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
+    let mut nodes: Vec<_> = ctx.nodes.values().copied().collect();
+    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    let mut nws: Vec<_> = ctx.snap.nodewrights.iter().collect();
+    nws.sort_by(|a, b| (a.spec.priority, &a.metadata.name).cmp(&(b.spec.priority, &b.metadata.name)));
+    let mut views = Vec::new();
+    for nw in nws {
+        match NwView::build(nw, &nodes, &ctx.snap.policies) {
+            Ok(view) => views.push(view),
+            Err(e) => {
+                let name = nw.metadata.name.clone().unwrap_or_default();
+                ctx.work.errors.push(format!("nodewright {name}: {e}"));
+            }
         }
     }
-    plan
+    views
+}
+
+/// Runs the phases; true when a phase ended the pass early.
+fn run(ctx: &mut Ctx, views: &[NwView]) -> bool {
+    if ctx.nodes.is_empty() {
+        // R1: no Node → nothing to do, except keeping finalizers right.
+        for v in views {
+            finalizer::run(ctx, v);
+        }
+        return false;
+    }
+    outcomes::record(ctx, views);
+    if taints::auto_taint(ctx, views) {
+        return true; // R3
+    }
+    if reboot::track(ctx, views) {
+        return true; // R5
+    }
+    for vi in 0..views.len() {
+        if prelude_one(ctx, views, vi) {
+            return true; // R6
+        }
+    }
+    for vi in 0..views.len() {
+        work_phase::run(ctx, views, vi); // R7
+    }
+    for v in views {
+        prelude::refresh_conditions(ctx, v);
+    }
+    taints::remove_runtime_required(ctx, views); // R8
+    false
+}
+
+/// R6 for one NodeWright; true when it ended the pass.
+fn prelude_one(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
+    let v = &views[vi];
+    if prelude::refresh_conditions(ctx, v) && !v.unreadable().is_empty() {
+        return true; // R6.1: NodeStateMalformed is saved right away
+    }
+    if finalizer::run(ctx, v) {
+        return true; // R6.2
+    }
+    prelude::report_state(ctx, v); // R6.3
+    if v.paused {
+        prelude::pause(ctx, v);
+        return false;
+    }
+    if prelude::sweep(ctx, v) {
+        return true; // R6.4a (B2: before any resume)
+    }
+    if config::sync(ctx, v) {
+        return true; // R6.4c (B3)
+    }
+    if !v.disabled {
+        prelude::set_suspend(ctx, v, false); // R6.5
+    }
+    prelude::introspect(ctx, views, vi) // R6.6
 }

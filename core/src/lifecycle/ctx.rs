@@ -1,0 +1,165 @@
+//! The pass context: the snapshot, indexes built once, and the working copy of decisions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright_crds::{NodeState, NodeWrightStatus};
+
+use super::view::NwView;
+use super::work::Work;
+use crate::jobs::ExecutorIndex;
+use crate::{Options, Snapshot};
+
+/// Everything a phase reads or writes, except the NodeWright views (borrowed separately).
+pub struct Ctx<'a> {
+    /// The input snapshot.
+    pub snap: &'a Snapshot,
+    /// Operator options.
+    pub opts: &'a Options,
+    /// The pass's notion of now.
+    pub now: Timestamp,
+    /// All nodes by name.
+    pub nodes: BTreeMap<String, &'a Node>,
+    /// Pods by node name (workload and executor pods).
+    pub pods_by_node: BTreeMap<String, Vec<&'a Pod>>,
+    /// The executor index.
+    pub index: ExecutorIndex<'a>,
+    /// The working copy of decisions.
+    pub work: Work,
+    /// Something asks for the short requeue (work pending, something saved, a gate waited).
+    pub requeue: bool,
+    /// A config change was deferred (30 s idle requeue).
+    pub config_sync_pending: bool,
+    /// Nodes whose metadata ConfigMap was ensured this pass.
+    pub metadata_ensured: BTreeSet<(String, String)>,
+    /// Pods already evicted this pass.
+    pub evicted: BTreeSet<String>,
+    /// (NodeWright, node, package) triples started this pass (invariant 16.1).
+    pub started: BTreeSet<(String, String, String)>,
+    /// Nodes on which this pass started an executor (B6 also counts these).
+    pub started_nodes: BTreeSet<String>,
+    /// (NodeWright, node) pairs whose interrupt fired this pass (invariant 16.2).
+    pub fired: BTreeSet<(String, String)>,
+    /// Jobs whose outcome this pass recorded (their marker is in the plan).
+    pub recorded: BTreeSet<String>,
+    /// Jobs this pass deletes to free their name.
+    pub cleared: BTreeSet<String>,
+    /// (NodeWright, node) pairs whose drain waits on podNonInterruptLabels pods.
+    pub non_interrupt_blocked: BTreeSet<(String, String)>,
+    /// Node order per NodeWright from the rollout decision.
+    pub node_orders: BTreeMap<String, BTreeMap<String, i32>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// Indexes the snapshot.
+    pub fn new(snap: &'a Snapshot, opts: &'a Options, now: Timestamp) -> Self {
+        let nodes = snap
+            .nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.clone().map(|name| (name, n)))
+            .collect();
+        let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
+        for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                pods_by_node.entry(node).or_default().push(pod);
+            }
+        }
+        for pods in pods_by_node.values_mut() {
+            pods.sort_by(|a, b| {
+                (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
+                    &b.metadata.namespace,
+                    &b.metadata.name,
+                    &b.metadata.uid,
+                ))
+            });
+            pods.dedup_by(|a, b| a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name);
+        }
+        Ctx {
+            snap,
+            opts,
+            now,
+            nodes,
+            pods_by_node,
+            index: ExecutorIndex::build(snap, opts),
+            work: Work::default(),
+            requeue: false,
+            config_sync_pending: false,
+            metadata_ensured: BTreeSet::new(),
+            evicted: BTreeSet::new(),
+            started: BTreeSet::new(),
+            started_nodes: BTreeSet::new(),
+            fired: BTreeSet::new(),
+            recorded: BTreeSet::new(),
+            cleared: BTreeSet::new(),
+            non_interrupt_blocked: BTreeSet::new(),
+            node_orders: BTreeMap::new(),
+        }
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&'a Node> {
+        self.nodes.get(name).copied()
+    }
+
+    /// The current node-state document of (v, node); `None` when unreadable.
+    pub fn doc<'s>(&'s self, v: &'s NwView, node: &str) -> Option<&'s NodeState> {
+        match v.parsed.get(node) {
+            Some(Ok(snapshot)) => Some(self.work.state(&v.name, node, snapshot)),
+            _ => None,
+        }
+    }
+
+    /// The working document of (v, node) for writing; `None` when unreadable.
+    pub fn doc_mut(&mut self, v: &NwView, node: &str) -> Option<&mut NodeState> {
+        match v.parsed.get(node) {
+            Some(Ok(snapshot)) => Some(self.work.state_mut(&v.name, node, snapshot)),
+            _ => None,
+        }
+    }
+
+    /// D5 on the current document; unreadable reads as no entries.
+    pub fn node_complete(&self, v: &NwView, node: &str) -> bool {
+        let empty = NodeState::default();
+        let updates = &self.status(v).config_updates;
+        nodewright_crds_complete(v, self.doc(v, node).unwrap_or(&empty), updates)
+    }
+
+    /// D6 on the current documents.
+    pub fn nw_complete(&self, v: &NwView) -> bool {
+        v.nodes.iter().all(|n| self.node_complete(v, n))
+    }
+
+    /// `SKYHOOK_NODE_ORDER` of `node` (0 when it is not in `nodePriority`).
+    pub fn node_order(&self, v: &NwView, node: &str) -> i32 {
+        self.node_orders
+            .get(&v.name)
+            .and_then(|m| m.get(node))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// True when the node has an unfinished executor of any NodeWright, in the snapshot or
+    /// started by this pass (B6).
+    pub fn node_busy(&self, node: &str) -> bool {
+        self.index.node_busy(node) || self.started_nodes.contains(node)
+    }
+
+    /// The working status of `v`.
+    pub fn status<'s>(&'s self, v: &'s NwView) -> &'s NodeWrightStatus {
+        self.work.status(&v.name, &v.status)
+    }
+
+    /// The working status of `v` for writing.
+    pub fn status_mut(&mut self, v: &NwView) -> &mut NodeWrightStatus {
+        self.work.status_mut(&v.name, &v.status)
+    }
+}
+
+fn nodewright_crds_complete(
+    v: &NwView,
+    state: &NodeState,
+    updates: &super::predicates::ConfigUpdates,
+) -> bool {
+    super::predicates::is_node_complete(state, &v.packages, updates)
+}

@@ -1,0 +1,141 @@
+//! R9: turns the working copy into the ordered effect list, node conditions, status patches,
+//! metrics and the requeue (§3, §12.5, §13).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use nodewright_crds::{NodeState, State, keys};
+
+use super::ctx::Ctx;
+use super::metrics;
+use super::view::NwView;
+use super::work::{Slot, node_patch};
+use crate::effect::Effect;
+use crate::Plan;
+
+/// Requeue after a write (§3).
+pub const SHORT_REQUEUE: Duration = Duration::from_secs(2);
+/// Requeue while a config change is deferred (§3).
+pub const CONFIG_SYNC_REQUEUE: Duration = Duration::from_secs(30);
+
+/// Builds the plan.
+pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
+    let mut plan = Plan::default();
+    let mut slots: Vec<(Slot, usize, Effect)> = ctx
+        .work
+        .effects
+        .drain(..)
+        .enumerate()
+        .map(|(i, (slot, e))| (slot, i, e))
+        .collect();
+    slots.sort_by_key(|(slot, i, _)| (*slot, *i));
+    let (before, rest): (Vec<_>, Vec<_>) = slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
+    plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
+    let mut saved_nodes = Vec::new();
+    for (name, node) in &ctx.nodes {
+        let snapshot_states = snapshot_states(views, name);
+        if let Some(patch) = node_patch(&ctx.work, node, &snapshot_states) {
+            plan.effects.push(Effect::PatchNode(Box::new(patch)));
+            saved_nodes.push((name.clone(), *node));
+        }
+    }
+    for (name, node) in &saved_nodes {
+        if let Some(effect) = node_conditions(&ctx, views, name, node) {
+            plan.effects.push(effect);
+        }
+    }
+    for v in views {
+        let status = ctx.status(v);
+        if v.nw.status.as_ref() != Some(status) && !(v.nw.status.is_none() && *status == Default::default()) {
+            plan.effects.push(Effect::PatchStatus {
+                nodewright: v.name.clone(),
+                status: Box::new(status.clone()),
+            });
+        }
+    }
+    plan.effects.extend(rest.into_iter().map(|(_, _, e)| e));
+    plan.effects.append(&mut ctx.work.events);
+    plan.metrics = metrics::collect(&ctx, views);
+    plan.errors = std::mem::take(&mut ctx.work.errors);
+    let wrote = !plan.effects.is_empty();
+    plan.requeue_after = Some(if ended || ctx.requeue || wrote {
+        SHORT_REQUEUE
+    } else if ctx.config_sync_pending {
+        CONFIG_SYNC_REQUEUE
+    } else {
+        ctx.opts.default_interval
+    });
+    if views.is_empty() {
+        plan.requeue_after = None;
+    }
+    plan
+}
+
+/// Snapshot node-state documents on `node`, per NodeWright (readable ones only).
+fn snapshot_states(views: &[NwView], node: &str) -> BTreeMap<String, NodeState> {
+    views
+        .iter()
+        .filter_map(|v| match v.parsed.get(node) {
+            Some(Ok(doc)) => Some((v.name.clone(), doc.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// §12.5 NotReady/Erroring per NodeWright selecting the node, only when they differ.
+fn node_conditions(ctx: &Ctx, views: &[NwView], name: &str, node: &Node) -> Option<Effect> {
+    let existing = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let mut set = Vec::new();
+    for v in views.iter().filter(|v| v.selects(name)) {
+        let Some(doc) = ctx.doc(v, name) else { continue };
+        let complete = ctx.node_complete(v, name);
+        let erroring = doc
+            .0
+            .values()
+            .any(|e| matches!(e.state, Some(State::Erroring) | Some(State::Unknown)));
+        let wanted = [
+            (
+                keys::node_condition_not_ready(&v.name),
+                !complete,
+                if complete { "Complete" } else { "Incomplete" },
+                format!("NodeWright {} Ready", v.name),
+            ),
+            (
+                keys::node_condition_erroring(&v.name),
+                erroring,
+                if erroring { "Package(s) Erroring or Unknown" } else { "Not Erroring" },
+                format!("Package Erroring or Unknown for {}", v.name),
+            ),
+        ];
+        for (ty, on, reason, message) in wanted {
+            let status = if on { "True" } else { "False" };
+            let same = existing.iter().any(|c| {
+                c.type_ == ty
+                    && c.status == status
+                    && c.reason.as_deref() == Some(reason)
+                    && c.message.as_deref() == Some(message.as_str())
+            });
+            if !same {
+                set.push(NodeCondition {
+                    type_: ty,
+                    status: status.to_string(),
+                    reason: Some(reason.to_string()),
+                    message: Some(message),
+                    last_heartbeat_time: Some(Time(ctx.now)),
+                    last_transition_time: Some(Time(ctx.now)),
+                });
+            }
+        }
+    }
+    (!set.is_empty()).then(|| Effect::PatchNodeConditions {
+        node: name.to_string(),
+        set,
+        remove: Vec::new(),
+    })
+}

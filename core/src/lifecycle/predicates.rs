@@ -1,0 +1,153 @@
+//! Derived predicates D1–D10 (02-lifecycle.md §2): pure functions of a package, its
+//! `configUpdates` and a node-state document.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use nodewright_crds::{Interrupt, NodeState, Package, PackageStatus, Stage, State};
+
+/// `status.configUpdates` of one NodeWright: package name → changed keys.
+pub type ConfigUpdates = BTreeMap<String, Vec<String>>;
+
+/// D1: the configInterrupts of `pkg` matching its tracked config keys, de-duplicated.
+pub fn config_interrupts(pkg: &Package, updates: &ConfigUpdates) -> Vec<Interrupt> {
+    let mut out: Vec<Interrupt> = Vec::new();
+    let Some(keys) = updates.get(&pkg.name) else {
+        return out;
+    };
+    for key in keys {
+        for (pattern, interrupt) in &pkg.config_interrupts {
+            if glob_match(pattern, key) && !out.iter().any(|i| same_interrupt(i, interrupt)) {
+                out.push(interrupt.clone());
+            }
+        }
+    }
+    out
+}
+
+fn same_interrupt(a: &Interrupt, b: &Interrupt) -> bool {
+    a.type_ == b.type_ && a.services.join(",") == b.services.join(",")
+}
+
+/// Shell-style glob: `*` any run of non-`/`, `?` one non-`/`, `[...]` a class; else literal.
+pub fn glob_match(pattern: &str, text: &str) -> bool {
+    glob::Pattern::new(pattern)
+        .map(|p| {
+            p.matches_with(
+                text,
+                glob::MatchOptions {
+                    case_sensitive: true,
+                    require_literal_separator: true,
+                    require_literal_leading_dot: false,
+                },
+            )
+        })
+        .unwrap_or(pattern == text)
+}
+
+/// True when `configUpdates[pkg]` is non-empty.
+pub fn has_config_updates(pkg: &Package, updates: &ConfigUpdates) -> bool {
+    updates.get(&pkg.name).is_some_and(|k| !k.is_empty())
+}
+
+/// D2: the package's interrupts this cycle: its D1 list while config updates are tracked,
+/// else its own `interrupt`.
+pub fn interrupts_of(pkg: &Package, updates: &ConfigUpdates) -> Vec<Interrupt> {
+    if has_config_updates(pkg, updates) {
+        config_interrupts(pkg, updates)
+    } else {
+        pkg.interrupt.iter().cloned().collect()
+    }
+}
+
+/// D2 HasInterrupt(p).
+pub fn has_interrupt(pkg: &Package, updates: &ConfigUpdates) -> bool {
+    !interrupts_of(pkg, updates).is_empty()
+}
+
+/// D3 IsPackageComplete [Fix]: complete at post-interrupt, or at config without interrupt.
+pub fn is_package_complete(state: &NodeState, pkg: &Package, updates: &ConfigUpdates) -> bool {
+    state.get(&pkg.name, &pkg.version).is_some_and(|e| {
+        e.version == pkg.version
+            && e.is_complete()
+            && (e.stage == Stage::PostInterrupt
+                || (e.stage == Stage::Config && !has_interrupt(pkg, updates)))
+    })
+}
+
+/// D4 CompleteSet(node): keys of spec packages that are complete.
+pub fn complete_set(
+    state: &NodeState,
+    packages: &BTreeMap<String, Package>,
+    updates: &ConfigUpdates,
+) -> Vec<String> {
+    let mut done: Vec<String> = packages
+        .values()
+        .filter(|p| is_package_complete(state, p, updates))
+        .map(Package::unique_name)
+        .collect();
+    done.sort();
+    done
+}
+
+/// D5 IsNodeComplete(NW, node).
+pub fn is_node_complete(
+    state: &NodeState,
+    packages: &BTreeMap<String, Package>,
+    updates: &ConfigUpdates,
+) -> bool {
+    packages.values().all(|p| {
+        let entry = state.get(&p.name, &p.version);
+        if p.is_uninstalling() && entry.is_none() {
+            return true; // not active
+        }
+        entry.is_some_and(|e| !e.stage.in_uninstall_cycle())
+            && is_package_complete(state, p, updates)
+    })
+}
+
+/// D7 NextStage(entry, p); defined only for a complete entry.
+pub fn next_stage(entry: &PackageStatus, pkg: &Package, updates: &ConfigUpdates) -> Option<Stage> {
+    if !entry.is_complete() {
+        return None;
+    }
+    let interrupt = has_interrupt(pkg, updates);
+    match entry.stage {
+        Stage::Apply | Stage::Upgrade => Some(Stage::Config),
+        Stage::Config if interrupt => Some(Stage::Interrupt),
+        Stage::Interrupt => Some(Stage::PostInterrupt),
+        Stage::Uninstall if !interrupt => Some(Stage::Apply),
+        _ => None,
+    }
+}
+
+/// D8 InCycle(node, p): the entry for p's key sits at uninstall or uninstall-interrupt.
+pub fn in_cycle(state: &NodeState, pkg: &Package) -> bool {
+    state
+        .get(&pkg.name, &pkg.version)
+        .is_some_and(|e| e.stage.in_uninstall_cycle())
+}
+
+/// D8 Requested(NW, p).
+pub fn uninstall_requested(pkg: &Package, deleting: bool) -> bool {
+    pkg.is_uninstalling() || (deleting && pkg.uninstall_enabled())
+}
+
+/// D10 version order: semver (`v` optional, `1.2` shorthand); invalid strings sort below valid
+/// ones and equal to each other (nodewright_crds::version).
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    nodewright_crds::version::compare_go(a, b)
+}
+
+/// The entry shape the pass writes: `(stage, state)` with the package's image fields.
+pub fn entry_for(pkg: &Package, stage: Stage, state: State) -> PackageStatus {
+    PackageStatus {
+        name: pkg.name.clone(),
+        version: pkg.version.clone(),
+        image: pkg.image.clone(),
+        container_sha: pkg.container_sha.clone(),
+        stage,
+        state: Some(state),
+        restarts: 0,
+    }
+}

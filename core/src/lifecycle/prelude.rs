@@ -1,0 +1,406 @@
+//! R6 per-NodeWright prelude (02-lifecycle.md §4 R6.1–R6.6): state-derived conditions,
+//! ReportState, pause, executor sweep, resume and introspection.
+
+use std::collections::BTreeSet;
+
+use nodewright_crds::{Stage, State, Status, keys};
+
+use super::ctx::Ctx;
+use super::ordering::{globally_waiting, node_ready};
+use super::predicates::in_cycle;
+use super::rollout_seam;
+use super::status::{NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready};
+use super::view::NwView;
+use super::work::{Slot, nw_ref};
+use crate::effect::{Context, DeletionReason, Effect};
+use crate::jobs::JobState;
+
+/// R6.1: NodeStateMalformed, Blocked (DependencyUninstalled), UninstallInProgress,
+/// UninstallFailed. True when a condition changed.
+pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
+    let (generation, now) = (v.generation, ctx.now);
+    let unreadable = v.unreadable();
+    let mut in_cycle_any = false;
+    let mut failing = false;
+    for node in &v.nodes {
+        let Some(doc) = ctx.doc(v, node) else { continue };
+        for p in v.packages.values() {
+            if let Some(e) = doc.get(&p.name, &p.version)
+                && e.stage.in_uninstall_cycle()
+            {
+                in_cycle_any = true;
+                failing |= e.state == Some(State::Erroring);
+            }
+        }
+    }
+    let blocked = dependency_blocked(ctx, v);
+    let graph = v.graph_error();
+    let non_interrupt: Vec<String> = ctx
+        .non_interrupt_blocked
+        .iter()
+        .filter(|(nw, _)| *nw == v.name)
+        .map(|(_, n)| n.clone())
+        .collect();
+    let status = ctx.status_mut(v);
+    let conditions = &mut status.conditions;
+    let mut changed = false;
+    if unreadable.is_empty() {
+        changed |= remove_condition(conditions, "NodeStateMalformed");
+    } else {
+        let message = malformed_message(&unreadable);
+        changed |= set_condition(conditions, "NodeStateMalformed", true, "ParseError", &message, generation, now);
+    }
+    if let Some(message) = blocked {
+        changed |= set_condition(conditions, "Blocked", true, "DependencyUninstalled", &message, generation, now);
+    } else if let Some(message) = graph {
+        changed |= set_condition(conditions, "Blocked", true, "InvalidDependencyGraph", &message, generation, now);
+    } else if !non_interrupt.is_empty() {
+        let message = format!(
+            "{} node(s) blocked by non-interrupt pods ({}). Waiting.",
+            non_interrupt.len(),
+            non_interrupt.join(", ")
+        );
+        changed |= set_condition(conditions, "Blocked", true, "NonInterruptPodsRunning", &message, generation, now);
+    } else {
+        changed |= remove_condition(conditions, "Blocked");
+    }
+    let msg = "One or more packages are being uninstalled";
+    changed |= toggle(conditions, "UninstallInProgress", in_cycle_any, "UninstallInProgress", msg, generation, now);
+    let msg = "One or more uninstall pods are failing";
+    changed |= toggle(conditions, "UninstallFailed", failing, "UninstallPodFailing", msg, generation, now);
+    changed
+}
+
+fn toggle(
+    conditions: &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
+    ty: &str,
+    on: bool,
+    reason: &str,
+    message: &str,
+    generation: i64,
+    now: jiff::Timestamp,
+) -> bool {
+    if on {
+        set_condition(conditions, ty, true, reason, message, generation, now)
+    } else {
+        remove_condition(conditions, ty)
+    }
+}
+
+/// `nodeState annotation cannot be parsed on <k> node(s): <names>` (names cut to 10 chars,
+/// at most 5, then `and <r> more`).
+pub fn malformed_message(nodes: &[String]) -> String {
+    let mut names: Vec<String> = nodes
+        .iter()
+        .take(5)
+        .map(|n| {
+            if n.chars().count() > 10 {
+                format!("{}...", n.chars().take(10).collect::<String>())
+            } else {
+                n.clone()
+            }
+        })
+        .collect();
+    if nodes.len() > 5 {
+        names.push(format!("and {} more", nodes.len() - 5));
+    }
+    format!(
+        "nodeState annotation cannot be parsed on {} node(s): {}",
+        nodes.len(),
+        names.join(", ")
+    )
+}
+
+/// The Blocked/DependencyUninstalled message, if any package is blocked.
+fn dependency_blocked(ctx: &Ctx, v: &NwView) -> Option<String> {
+    if v.nodes.is_empty() {
+        return None;
+    }
+    let all_readable = v.unreadable().is_empty();
+    let mut messages = BTreeSet::new();
+    for b in v.packages.values() {
+        if b.is_uninstalling() {
+            continue;
+        }
+        let complete_everywhere = v.nodes.iter().all(|n| {
+            ctx.doc(v, n).is_some_and(|d| {
+                super::predicates::is_package_complete(d, b, &ctx.status(v).config_updates)
+            })
+        });
+        if complete_everywhere {
+            continue;
+        }
+        for dep_name in b.depends_on.keys() {
+            let Some(d) = v.packages.get(dep_name) else { continue };
+            let cycling = v.nodes.iter().any(|n| ctx.doc(v, n).is_some_and(|doc| in_cycle(doc, d)));
+            let gone = d.is_uninstalling()
+                && all_readable
+                && v.nodes.iter().all(|n| ctx.doc(v, n).is_some_and(|doc| doc.get(&d.name, &d.version).is_none()));
+            if cycling {
+                messages.insert(format!("package {} is blocked: dependency {} is being uninstalled", b.name, d.name));
+            } else if gone {
+                messages.insert(format!("package {} is blocked: dependency {} has been uninstalled", b.name, d.name));
+            }
+        }
+    }
+    (!messages.is_empty()).then(|| messages.into_iter().collect::<Vec<_>>().join("; "))
+}
+
+/// R6.3 ReportState: drop de-selected nodes from the status maps, counters.
+pub fn report_state(ctx: &mut Ctx, v: &NwView) {
+    let selected: BTreeSet<&String> = v.nodes.iter().collect();
+    let packages: Vec<String> = v
+        .packages
+        .values()
+        .map(|p| format!("{}:{}", p.name, p.version))
+        .collect();
+    let status = ctx.status_mut(v);
+    status.node_state.retain(|n, _| selected.contains(n));
+    status.node_status.retain(|n, _| selected.contains(n));
+    status.node_boot_ids.retain(|n, _| selected.contains(n));
+    let gone: Vec<String> = status
+        .node_priority
+        .keys()
+        .filter(|n| !selected.contains(n))
+        .cloned()
+        .collect();
+    for n in gone {
+        status.node_priority.remove(&n);
+        status.node_order_offset = status.node_order_offset.saturating_add(1);
+    }
+    set_counters(status, &v.nodes, &packages);
+}
+
+/// R6.3 pause: every node `paused`, NW status `paused`, unfinished executors suspended.
+pub fn pause(ctx: &mut Ctx, v: &NwView) {
+    set_suspend(ctx, v, true);
+    for name in &v.nodes {
+        if let Some(node) = ctx.node(name) {
+            ctx.work.set_node_status(node, &v.name, Status::Paused);
+        }
+    }
+    let (generation, now) = (v.generation, ctx.now);
+    let complete = ctx.nw_complete(v);
+    let status = ctx.status_mut(v);
+    let prior = status.status;
+    status.status = Some(Status::Paused);
+    for n in &v.nodes {
+        status.node_status.insert(n.clone(), Status::Paused);
+    }
+    set_ready(status, complete, &v.nodes, prior, generation, now);
+}
+
+/// Suspends (pause) or resumes (R6.5) the NodeWright's unfinished, non-invalid executors.
+pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
+    let mut effects = Vec::new();
+    for job in ctx.index.of(&v.name) {
+        let JobState::Unfinished { suspended, .. } = job.state else { continue };
+        if job.invalid || job.terminating || suspended == suspend {
+            continue;
+        }
+        effects.push(Effect::PatchJob {
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+            suspend: Some(suspend),
+            ttl_seconds_after_finished: None,
+            annotations: Default::default(),
+            context: Context {
+                nodewright: Some(v.name.clone()),
+                node: Some(job.node.clone()),
+                ..Context::default()
+            },
+        });
+    }
+    for e in effects {
+        ctx.work.push(Slot::Before, e);
+    }
+}
+
+/// R6.4a executor sweep (§7.11 rules 1 and 4b/4c); true when anything was deleted.
+pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
+    let mut effects = Vec::new();
+    for job in ctx.index.of(&v.name) {
+        if job.terminating {
+            continue;
+        }
+        let reason = if !v.selects(&job.node) {
+            Some(DeletionReason::OrphanedNode)
+        } else if job.is_unfinished() {
+            stale_reason(ctx, v, job)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            effects.push(Effect::DeleteJob {
+                name: job.name.clone(),
+                uid: job.uid.clone(),
+                reason,
+                context: Context {
+                    nodewright: Some(v.name.clone()),
+                    node: Some(job.node.clone()),
+                    stage: job.stage.map(|s| s.as_str().to_string()),
+                    ..Context::default()
+                },
+            });
+        }
+    }
+    let any = !effects.is_empty();
+    for e in effects {
+        ctx.work.push(Slot::Before, e);
+    }
+    any
+}
+
+/// §7.11.4: an unfinished executor whose entry is absent or at another stage is stale.
+fn stale_reason(ctx: &Ctx, v: &NwView, job: &crate::jobs::ExecutorJob) -> Option<DeletionReason> {
+    let doc = ctx.doc(v, &job.node)?;
+    let (Some(pkg), Some(stage)) = (job.package.as_ref(), job.stage) else {
+        return None;
+    };
+    let spec = v.packages.get(&pkg.name);
+    if stage == Stage::Uninstall && spec.is_none_or(|s| s.version != pkg.version) {
+        return None; // an uninstall whose package left the spec is treated as matching
+    }
+    if job.interrupt {
+        // An interrupt executor serves its owner's entry at stage interrupt/uninstall-interrupt.
+        let open = doc
+            .0
+            .values()
+            .any(|e| e.stage == stage && !e.is_complete() || e.state == Some(State::Skipped));
+        return (!open).then_some(DeletionReason::StaleSpec);
+    }
+    match doc.get(&pkg.name, &pkg.version) {
+        None => Some(DeletionReason::StaleSpec),
+        Some(e) if e.stage != stage => Some(DeletionReason::StaleSpec),
+        Some(_) if spec.is_none() => Some(DeletionReason::StaleSpec),
+        _ => None,
+    }
+}
+
+/// R6.6 introspection; true when anything changed.
+pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
+    let v = &views[vi];
+    let before_status = ctx.status(v).clone();
+    let annotations_before = ctx.work.annotations.clone();
+    let labels_before = ctx.work.labels.clone();
+    let unsched_before = ctx.work.unschedulable.clone();
+    let mut facts = Vec::with_capacity(v.nodes.len());
+    let prior_statuses: Vec<Status> = v
+        .nodes
+        .iter()
+        .map(|n| ctx.node(n).map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name)))
+        .collect();
+    let probe: std::collections::BTreeMap<String, crate::rollout::NodeView> =
+        rollout_seam::node_views(ctx, v, None)
+            .into_iter()
+            .map(|p| (p.name.clone(), p))
+            .collect();
+    let tolerations = crate::rollout::selection_tolerations(v.nw, &rollout_seam::runtime_required_taints(ctx.opts));
+    for (i, name) in v.nodes.iter().enumerate() {
+        let ineligible = probe
+            .get(name)
+            .is_some_and(|p| crate::rollout::ineligibility(p, &tolerations).is_some());
+        facts.push(NodeFacts {
+            current: prior_statuses[i],
+            complete: ctx.node_complete(v, name),
+            ineligible,
+            ready: node_ready(ctx, views, v, name),
+        });
+    }
+    let mut nw_status = aggregate(facts.iter().map(|f| (f.complete, f.current)));
+    let missing = v.policy_missing();
+    if nw_status != Status::Complete {
+        if v.disabled {
+            nw_status = Status::Disabled;
+        } else if v.paused {
+            nw_status = Status::Paused;
+        } else if missing {
+            nw_status = Status::Blocked;
+        } else if globally_waiting(ctx, views, v) {
+            nw_status = Status::Waiting;
+        }
+    } else if missing {
+        nw_status = Status::Blocked;
+    }
+    let prior = before_status.status;
+    let became_complete = nw_status == Status::Complete && prior != Some(Status::Complete);
+    for (i, name) in v.nodes.iter().enumerate() {
+        let Some(node) = ctx.node(name) else { continue };
+        let new = node_status(nw_status, !missing, facts[i]);
+        ctx.work.set_node_status(node, &v.name, new);
+        if new == Status::Complete {
+            release_cordon(ctx, &v.name, node);
+        }
+    }
+    let views_now = rollout_seam::node_views(ctx, v, Some(&prior_statuses));
+    let evaluate = nw_status != Status::Complete;
+    let decision = rollout_seam::plan(ctx, v, &views_now, evaluate, false, became_complete);
+    rollout_seam::record(ctx, v, &decision);
+    let statuses: Vec<(String, Status)> = v
+        .nodes
+        .iter()
+        .filter_map(|n| ctx.node(n).map(|node| (n.clone(), ctx.work.node_status(node, &v.name))))
+        .collect();
+    let docs: Vec<(String, nodewright_crds::NodeState)> = v
+        .nodes
+        .iter()
+        .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
+        .collect();
+    let complete = ctx.nw_complete(v);
+    let (generation, now) = (v.generation, ctx.now);
+    let status = ctx.status_mut(v);
+    status.status = Some(nw_status);
+    status.observed_generation = generation;
+    status.node_status = statuses.into_iter().collect();
+    status.node_state = docs.into_iter().collect();
+    for c in &decision.conditions {
+        for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
+            set_condition(&mut status.conditions, &ty, c.status, &c.reason, &c.message, generation, now);
+        }
+    }
+    for ty in &decision.removed_conditions {
+        remove_condition(&mut status.conditions, ty);
+        remove_condition(&mut status.conditions, &format!("{}/{ty}", keys::PREFIX));
+    }
+    set_ready(status, complete, &v.nodes, prior, generation, now);
+    if prior.is_some() && prior != Some(nw_status) {
+        ctx.work.event(
+            nw_ref(&v.name, &v.uid),
+            false,
+            "State",
+            "Transition",
+            format!(
+                "NodeWright transitioned [{}] -> [{nw_status}]",
+                prior.unwrap_or_default()
+            ),
+        );
+    }
+    *ctx.status(v) != before_status
+        || ctx.work.annotations != annotations_before
+        || ctx.work.labels != labels_before
+        || ctx.work.unschedulable != unsched_before
+}
+
+/// §8.7 uncordon through ownership: drop `P/cordon_<NW>`; clear `unschedulable` only when no
+/// other cordon annotation remains. A NodeWright without the annotation touches nothing.
+pub fn release_cordon(ctx: &mut Ctx, nw: &str, node: &k8s_openapi::api::core::v1::Node) {
+    let key = keys::cordon(nw);
+    if ctx.work.annotation(node, &key).is_none() {
+        return;
+    }
+    ctx.work.set_annotation(node, &key, None);
+    let prefix = format!("{}/cordon_", keys::PREFIX);
+    let others = node
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .any(|(k, _)| {
+            (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
+                && k != &key
+                && ctx.work.annotation(node, k).is_some()
+        });
+    if !others {
+        ctx.work.set_unschedulable(node, false);
+    }
+}

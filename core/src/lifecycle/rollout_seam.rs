@@ -1,0 +1,70 @@
+//! The lifecycle's use of the rollout module: node views, `plan_rollout`, and writing its
+//! decision into the NodeWright status.
+
+use k8s_openapi::api::core::v1::Taint;
+use nodewright_crds::Status;
+
+use super::ctx::Ctx;
+use super::view::NwView;
+use crate::rollout::{self, NodeView, RolloutDecision, RolloutSettings};
+use crate::Options;
+
+/// The recognised runtime-required taints: the configured one plus the legacy one (§10.1).
+pub fn runtime_required_taints(options: &Options) -> Vec<Taint> {
+    let configured = options.runtime_required_taint.clone();
+    let legacy = Taint {
+        key: nodewright_crds::keys::LEGACY_PREFIX.to_string(),
+        value: Some("runtime-required".into()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    };
+    if configured.key == legacy.key && configured.value == legacy.value && configured.effect == legacy.effect {
+        vec![configured]
+    } else {
+        vec![configured, legacy]
+    }
+}
+
+/// Node views of `v`'s selected nodes with their current statuses.
+pub fn node_views(ctx: &Ctx, v: &NwView, before: Option<&[Status]>) -> Vec<NodeView> {
+    v.nodes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, name)| {
+            let node = ctx.node(name)?;
+            let status = ctx.work.node_status(node, &v.name);
+            let prior = before.and_then(|b| b.get(i).copied()).unwrap_or(status);
+            Some(NodeView::from_node(node, status, prior, ctx.node_complete(v, name)))
+        })
+        .collect()
+}
+
+/// Calls `plan_rollout` for `v`.
+pub fn plan(ctx: &Ctx, v: &NwView, views: &[NodeView], evaluate: bool, select: bool, reset: bool) -> RolloutDecision {
+    let settings = RolloutSettings {
+        runtime_required_taints: runtime_required_taints(ctx.opts),
+        evaluate,
+        select,
+        reset_trigger: reset,
+    };
+    let mut nw = v.nw.clone();
+    nw.status = Some(ctx.status(v).clone());
+    rollout::plan_rollout(&nw, v.policy, views, ctx.now, &settings)
+}
+
+/// Writes the decision's bookkeeping into the working status and the node-order cache.
+pub fn record(ctx: &mut Ctx, v: &NwView, decision: &RolloutDecision) {
+    ctx.node_orders.insert(v.name.clone(), decision.node_order.clone());
+    let status = ctx.status_mut(v);
+    status.node_priority = decision.node_priority.clone();
+    status.node_order_offset = decision.node_order_offset;
+    status.compartment_statuses = decision.compartment_statuses.clone();
+}
+
+/// Work-phase selection (§6.5): select with the statuses as they stand now.
+pub fn select(ctx: &mut Ctx, v: &NwView) -> RolloutDecision {
+    let views = node_views(ctx, v, None);
+    let decision = plan(ctx, v, &views, false, true, false);
+    record(ctx, v, &decision);
+    decision
+}

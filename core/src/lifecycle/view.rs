@@ -1,0 +1,187 @@
+//! R2: the per-NodeWright view of the snapshot (selected nodes in order, parsed node-state
+//! documents, normalised packages, the dependency graph).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use nodewright_crds::{
+    DeploymentPolicy, NodeState, NodeWright, NodeWrightStatus, Package, SequencingMode, keys,
+};
+
+use super::dag::{Dag, DagError};
+use super::predicates::{self, ConfigUpdates};
+
+/// One NodeWright as the pass sees it.
+#[derive(Debug)]
+pub struct NwView<'a> {
+    /// The object.
+    pub nw: &'a NodeWright,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// Spec packages with names defaulted from their keys.
+    pub packages: BTreeMap<String, Package>,
+    /// `P/pause = "true"`.
+    pub paused: bool,
+    /// `P/disable = "true"`.
+    pub disabled: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Selected node names, sorted by (creationTimestamp, name).
+    pub nodes: Vec<String>,
+    /// Snapshot node-state per selected node; `Err` = unreadable (§R2.2).
+    pub parsed: BTreeMap<String, Result<NodeState, String>>,
+    /// Status as read.
+    pub status: NodeWrightStatus,
+    /// The dependency graph.
+    pub graph: Result<Dag, DagError>,
+    /// The referenced DeploymentPolicy, when it exists.
+    pub policy: Option<&'a DeploymentPolicy>,
+}
+
+impl<'a> NwView<'a> {
+    /// Builds the view; an invalid selector is an error for this NodeWright.
+    pub fn build(
+        nw: &'a NodeWright,
+        nodes: &[&'a Node],
+        policies: &'a [DeploymentPolicy],
+    ) -> Result<Self, String> {
+        let name = nw.metadata.name.clone().unwrap_or_default();
+        let mut spec = nw.spec.clone();
+        spec.normalize();
+        let selector = nw.spec.node_selector.clone().unwrap_or_default();
+        nodewright_crds::selector::validate(&selector)
+            .map_err(|e| format!("invalid nodeSelectors: {}", e.0))?;
+        let mut selected: Vec<&'a Node> = nodes
+            .iter()
+            .copied()
+            .filter(|n| nodewright_crds::selector::matches(&selector, labels(n)))
+            .collect();
+        selected.sort_by(|a, b| {
+            let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            ta.cmp(&tb).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        });
+        let state_key = keys::node_state(&name);
+        let parsed = selected
+            .iter()
+            .map(|n| {
+                let doc = match annotation(n, &state_key) {
+                    None => Ok(NodeState::default()),
+                    Some(text) => NodeState::parse(text).map_err(|e| e.to_string()),
+                };
+                (node_name(n), doc)
+            })
+            .collect();
+        let policy = crate::rollout::find_policy(nw, policies);
+        Ok(NwView {
+            name,
+            uid: nw.metadata.uid.clone().unwrap_or_default(),
+            generation: nw.metadata.generation.unwrap_or_default(),
+            graph: Dag::build(&spec.packages),
+            packages: spec.packages,
+            paused: flag(nw, keys::PAUSE),
+            disabled: flag(nw, keys::DISABLE),
+            deleting: nw.metadata.deletion_timestamp.is_some(),
+            nodes: selected.iter().map(|n| node_name(n)).collect(),
+            parsed,
+            status: nw.status.clone().unwrap_or_default(),
+            policy,
+            nw,
+        })
+    }
+
+    /// The NodeWright's priority (default 200).
+    pub fn priority(&self) -> i32 {
+        self.nw.spec.priority
+    }
+
+    /// The sequencing mode.
+    pub fn sequencing(&self) -> SequencingMode {
+        self.nw.spec.sequencing
+    }
+
+    /// `status.configUpdates` as read.
+    pub fn config_updates(&self) -> &ConfigUpdates {
+        &self.status.config_updates
+    }
+
+    /// True when the NodeWright names a DeploymentPolicy that does not exist.
+    pub fn policy_missing(&self) -> bool {
+        !self.nw.spec.deployment_policy.is_empty() && self.policy.is_none()
+    }
+
+    /// True when `node` is selected.
+    pub fn selects(&self, node: &str) -> bool {
+        self.parsed.contains_key(node)
+    }
+
+    /// Nodes whose node-state annotation is unreadable, sorted.
+    pub fn unreadable(&self) -> Vec<String> {
+        self.parsed
+            .iter()
+            .filter(|(_, d)| d.is_err())
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Packages with a `dependsOn` cycle or an invalid graph, for reporting.
+    pub fn graph_error(&self) -> Option<String> {
+        match &self.graph {
+            Err(e) => Some(e.to_string()),
+            Ok(dag) if !dag.cyclic().is_empty() => Some(format!(
+                "dependency cycle among packages {}",
+                dag.cyclic().iter().cloned().collect::<Vec<_>>().join(", ")
+            )),
+            Ok(_) => None,
+        }
+    }
+
+    /// D5 on an arbitrary document.
+    pub fn node_complete(&self, state: &NodeState) -> bool {
+        predicates::is_node_complete(state, &self.packages, self.config_updates())
+    }
+}
+
+/// True for `"true"` annotations (pause, disable).
+fn flag(nw: &NodeWright, key: &str) -> bool {
+    nw.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
+}
+
+/// A node's name.
+pub fn node_name(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
+}
+
+/// A node's annotation.
+pub fn annotation<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// A node's label.
+pub fn label<'n>(node: &'n Node, key: &str) -> Option<&'n str> {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+
+/// A node's labels (empty when none).
+pub fn labels(node: &Node) -> &BTreeMap<String, String> {
+    node.metadata.labels.as_ref().unwrap_or(&EMPTY)
+}
+

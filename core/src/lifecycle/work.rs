@@ -1,0 +1,289 @@
+//! The pass's working copy of what it intends to write: node-state documents, node metadata,
+//! NodeWright statuses and the other effects, turned into an ordered effect list at the end
+//! (02-lifecycle.md §13).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus, Status, keys};
+
+use super::view::{annotation, label, node_name};
+use crate::effect::{Context, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
+
+/// Where an effect goes in the plan's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Slot {
+    /// Job deletions, invalidations, suspensions: before anything that depends on them (B2).
+    Before,
+    /// Node metadata ConfigMaps, then Job creates.
+    Create,
+    /// After node patches and statuses (ConfigMap swap of a config commit, B3; Job markers).
+    After,
+}
+
+/// Everything the pass has decided so far.
+#[derive(Debug, Default)]
+pub struct Work {
+    /// Working node-state documents per (NodeWright, node); only for pairs touched.
+    pub states: BTreeMap<(String, String), NodeState>,
+    /// Documents removed wholesale (reset), per (NodeWright, node).
+    pub removed: BTreeSet<(String, String)>,
+    /// Annotation changes per node.
+    pub annotations: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    /// Label changes per node.
+    pub labels: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    /// New `spec.unschedulable` per node.
+    pub unschedulable: BTreeMap<String, bool>,
+    /// Taints to add per node.
+    pub taints_add: BTreeMap<String, Vec<Taint>>,
+    /// Taints to remove per node.
+    pub taints_remove: BTreeMap<String, Vec<Taint>>,
+    /// Nodes patched without a resourceVersion precondition (reboot reset, finalizer cleanup).
+    pub unguarded: BTreeSet<String>,
+    /// Working NodeWright statuses (only those touched).
+    pub statuses: BTreeMap<String, NodeWrightStatus>,
+    /// Other effects by slot, in decision order.
+    pub effects: Vec<(Slot, Effect)>,
+    /// Node condition patches.
+    pub node_conditions: Vec<Effect>,
+    /// Events, emitted last.
+    pub events: Vec<Effect>,
+    /// Errors collected (the shell backs off).
+    pub errors: Vec<String>,
+}
+
+impl Work {
+    /// The working document of (nw, node), seeded from `snapshot`.
+    pub fn state_mut(&mut self, nw: &str, node: &str, snapshot: &NodeState) -> &mut NodeState {
+        self.removed.remove(&(nw.to_string(), node.to_string()));
+        self.states
+            .entry((nw.to_string(), node.to_string()))
+            .or_insert_with(|| snapshot.clone())
+    }
+
+    /// The current document: working copy if touched, else the snapshot's.
+    pub fn state<'s>(&'s self, nw: &str, node: &str, snapshot: &'s NodeState) -> &'s NodeState {
+        self.states
+            .get(&(nw.to_string(), node.to_string()))
+            .unwrap_or(snapshot)
+    }
+
+    /// Sets an annotation on a node (only recorded when it differs from the snapshot node).
+    pub fn set_annotation(&mut self, node: &Node, key: &str, value: Option<&str>) {
+        let name = node_name(node);
+        let changes = self.annotations.entry(name).or_default();
+        if annotation(node, key) == value {
+            changes.remove(key);
+        } else {
+            changes.insert(key.to_string(), value.map(str::to_string));
+        }
+    }
+
+    /// Sets a label on a node (only recorded when it differs from the snapshot node).
+    pub fn set_label(&mut self, node: &Node, key: &str, value: Option<&str>) {
+        let name = node_name(node);
+        let changes = self.labels.entry(name).or_default();
+        if label(node, key) == value {
+            changes.remove(key);
+        } else {
+            changes.insert(key.to_string(), value.map(str::to_string));
+        }
+    }
+
+    /// The current value of an annotation (working change, else the snapshot's).
+    pub fn annotation<'n>(&'n self, node: &'n Node, key: &str) -> Option<&'n str> {
+        match self
+            .annotations
+            .get(node.metadata.name.as_deref().unwrap_or_default())
+            .and_then(|c| c.get(key))
+        {
+            Some(change) => change.as_deref(),
+            None => annotation(node, key),
+        }
+    }
+
+    /// The node's Status for a NodeWright (annotation is the source of truth).
+    pub fn node_status(&self, node: &Node, nw: &str) -> Status {
+        self.annotation(node, &keys::node_status(nw))
+            .map(Status::parse_lenient)
+            .unwrap_or(Status::Unknown)
+    }
+
+    /// True when the node's status annotation for `nw` is present.
+    pub fn has_node_status(&self, node: &Node, nw: &str) -> bool {
+        self.annotation(node, &keys::node_status(nw)).is_some()
+    }
+
+    /// Sets the node Status for a NodeWright: annotation and label (N0).
+    pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
+        let key = keys::node_status(nw);
+        self.set_annotation(node, &key, Some(status.as_str()));
+        self.set_label(node, &key, Some(status.as_str()));
+    }
+
+    /// The current `spec.unschedulable`.
+    pub fn unschedulable(&self, node: &Node) -> bool {
+        match self
+            .unschedulable
+            .get(node.metadata.name.as_deref().unwrap_or_default())
+        {
+            Some(v) => *v,
+            None => node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
+        }
+    }
+
+    /// Sets `spec.unschedulable` (only recorded when it differs from the snapshot).
+    pub fn set_unschedulable(&mut self, node: &Node, value: bool) {
+        let name = node_name(node);
+        let before = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        if before == value {
+            self.unschedulable.remove(&name);
+        } else {
+            self.unschedulable.insert(name, value);
+        }
+    }
+
+    /// The working status of a NodeWright, seeded from `snapshot`.
+    pub fn status_mut(&mut self, nw: &str, snapshot: &NodeWrightStatus) -> &mut NodeWrightStatus {
+        self.statuses
+            .entry(nw.to_string())
+            .or_insert_with(|| snapshot.clone())
+    }
+
+    /// The current status of a NodeWright.
+    pub fn status<'s>(&'s self, nw: &str, snapshot: &'s NodeWrightStatus) -> &'s NodeWrightStatus {
+        self.statuses.get(nw).unwrap_or(snapshot)
+    }
+
+    /// Queues an effect in a slot.
+    pub fn push(&mut self, slot: Slot, effect: Effect) {
+        self.effects.push((slot, effect));
+    }
+
+    /// Queues an event.
+    pub fn event(&mut self, regarding: ObjectRef, warning: bool, reason: &str, action: &str, message: String) {
+        self.events.push(Effect::Event(Box::new(EventSpec {
+            regarding,
+            warning,
+            reason: reason.to_string(),
+            action: action.to_string(),
+            message,
+        })));
+    }
+
+    /// True when any node write is pending.
+    pub fn has_node_writes(&self) -> bool {
+        !self.removed.is_empty()
+            || !self.taints_add.is_empty()
+            || !self.taints_remove.is_empty()
+            || !self.unschedulable.is_empty()
+            || self.annotations.values().any(|c| !c.is_empty())
+            || self.labels.values().any(|c| !c.is_empty())
+    }
+}
+
+/// An object reference for a Node.
+pub fn node_ref(node: &str) -> ObjectRef {
+    ObjectRef {
+        kind: "Node".into(),
+        name: node.to_string(),
+        namespace: None,
+        uid: None,
+    }
+}
+
+/// An object reference for a NodeWright.
+pub fn nw_ref(name: &str, uid: &str) -> ObjectRef {
+    ObjectRef {
+        kind: "NodeWright".into(),
+        name: name.to_string(),
+        namespace: None,
+        uid: Some(uid.to_string()),
+    }
+}
+
+/// Per-entry changes between two documents: new or different keys, and removed keys.
+pub fn entry_changes(nw: &str, before: &NodeState, after: &NodeState) -> Vec<EntryChange> {
+    let mut out = Vec::new();
+    for (key, entry) in &after.0 {
+        let old = before.0.get(key);
+        if old != Some(entry) {
+            out.push(EntryChange {
+                nodewright: nw.to_string(),
+                key: key.clone(),
+                expect: old.cloned(),
+                set: Some(entry.clone()),
+            });
+        }
+    }
+    for (key, entry) in &before.0 {
+        if !after.0.contains_key(key) {
+            out.push(EntryChange {
+                nodewright: nw.to_string(),
+                key: key.clone(),
+                expect: Some(entry.clone()),
+                set: None,
+            });
+        }
+    }
+    out
+}
+
+/// Builds the node patch of one node from the working copy; `None` when nothing changed.
+pub fn node_patch(
+    work: &Work,
+    node: &Node,
+    snapshot_states: &BTreeMap<String, NodeState>,
+) -> Option<NodePatch> {
+    let name = node_name(node);
+    let mut patch = NodePatch {
+        node: name.clone(),
+        snapshot_resource_version: node.metadata.resource_version.clone(),
+        guarded: !work.unguarded.contains(&name),
+        context: Context {
+            node: Some(name.clone()),
+            ..Context::default()
+        },
+        ..NodePatch::default()
+    };
+    for ((nw, n), after) in work.states.range((name.clone(), String::new())..) {
+        if *n != name {
+            continue;
+        }
+        let empty = NodeState::default();
+        let before = snapshot_states.get(nw).unwrap_or(&empty);
+        patch.state.extend(entry_changes(nw, before, after));
+    }
+    patch.state.retain(|c| c.expect != c.set);
+    for (nw, n) in &work.removed {
+        if *n == name {
+            patch.remove_state_of.push(nw.clone());
+        }
+    }
+    patch.annotations = work.annotations.get(&name).cloned().unwrap_or_default();
+    patch.labels = work.labels.get(&name).cloned().unwrap_or_default();
+    patch.unschedulable = work.unschedulable.get(&name).copied();
+    patch.taints_add = work.taints_add.get(&name).cloned().unwrap_or_default();
+    patch.taints_remove = work.taints_remove.get(&name).cloned().unwrap_or_default();
+    let empty = patch.state.is_empty()
+        && patch.remove_state_of.is_empty()
+        && patch.annotations.is_empty()
+        && patch.labels.is_empty()
+        && patch.unschedulable.is_none()
+        && patch.taints_add.is_empty()
+        && patch.taints_remove.is_empty();
+    (!empty).then_some(patch)
+}
+
+/// The entry helper used by tests and the pass: `(stage, state)` of an entry.
+pub fn stage_state(entry: &PackageStatus) -> (nodewright_crds::Stage, Option<nodewright_crds::State>) {
+    (entry.stage, entry.state)
+}

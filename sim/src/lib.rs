@@ -3,9 +3,16 @@
 //! shell's effect interpreter, with injectable faults, invariant checks after every step,
 //! scenario files, JSONL traces with replay, and timelines.
 
+pub mod facts;
+pub mod interpreter;
+pub mod invariants;
+pub mod merge;
 pub mod objects;
+pub mod operator;
 pub mod rng;
 pub mod selector;
+pub mod snapshot;
 pub mod store;
 pub mod time;
+pub mod trace;
 pub mod world;

@@ -15,6 +15,7 @@ use nodewright_crds::keys;
 
 pub use nodes::NodeRun;
 pub use script::{Attempt, PackageScript, PodIdentity, Scripts};
+pub use jobctl::{job_condition, job_finished};
 pub use workloads::EvictOutcome;
 
 use crate::store::Store;

@@ -1,0 +1,94 @@
+//! Facts read off objects, shared by invariants, expectations and timelines.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use nodewright_crds::{NodeState, NodeWright, keys};
+
+use crate::world::job_finished;
+
+/// What an executor Job is for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct JobFacts {
+    /// Owning NodeWright.
+    pub nodewright: String,
+    /// Target node (template nodeName).
+    pub node: String,
+    /// Package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// Stage.
+    pub stage: String,
+    /// Interrupt Job.
+    pub interrupt: bool,
+    /// Not Complete/Failed and not being deleted.
+    pub unfinished: bool,
+}
+
+/// Facts of a Job labelled for a NodeWright; `None` for other Jobs.
+pub fn job_facts(job: &Job) -> Option<JobFacts> {
+    let labels = job.metadata.labels.clone().unwrap_or_default();
+    let nodewright = labels.get(keys::LABEL_NAME)?.clone();
+    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let package: serde_json::Value = annotations
+        .get(keys::PACKAGE)
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or_default();
+    let text = |k: &str| package.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let node = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.node_name.clone())
+        .or_else(|| labels.get(keys::LABEL_NODE).cloned())
+        .unwrap_or_default();
+    Some(JobFacts {
+        nodewright,
+        node,
+        package: text("name").or_else(|| labels.get(keys::PACKAGE).cloned()).unwrap_or_default(),
+        version: text("version").unwrap_or_default(),
+        stage: text("stage").or_else(|| labels.get(keys::LABEL_STAGE).cloned()).unwrap_or_default(),
+        interrupt: labels.get(keys::LABEL_INTERRUPT).is_some_and(|v| v == "True"),
+        unfinished: !job_finished(job) && job.metadata.deletion_timestamp.is_none(),
+    })
+}
+
+/// The node-state document of NodeWright `nw` on a node (empty when absent or malformed).
+pub fn node_state(node: &Node, nw: &str) -> NodeState {
+    node.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&keys::node_state(nw)))
+        .and_then(|t| NodeState::parse(t).ok())
+        .unwrap_or_default()
+}
+
+/// An annotation value of a node.
+pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// True when the node is cordoned.
+pub fn unschedulable(node: &Node) -> bool {
+    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+/// True when the node carries any operator cordon annotation.
+pub fn holds_operator_cordon(node: &Node) -> bool {
+    node.metadata.annotations.iter().flatten().any(|(k, v)| {
+        v == "true"
+            && (k.starts_with(&format!("{}/cordon_", keys::PREFIX)) || k == keys::RUNTIME_REQUIRED_CORDON)
+    })
+}
+
+/// Nodes a NodeWright selects.
+pub fn selected<'a>(nw: &NodeWright, nodes: impl Iterator<Item = &'a Node>) -> Vec<&'a Node> {
+    nodes
+        .filter(|n| crate::selector::matches(nw.spec.node_selector.as_ref(), n.metadata.labels.as_ref()))
+        .collect()
+}
+
+/// True when the NodeWright annotation `key` is `"true"`.
+pub fn flag(nw: &NodeWright, key: &str) -> bool {
+    nw.metadata.annotations.as_ref().and_then(|a| a.get(key)).is_some_and(|v| v == "true")
+}

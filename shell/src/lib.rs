@@ -7,3 +7,4 @@
 pub mod error;
 pub mod interpret;
 pub mod merge;
+pub mod metrics;

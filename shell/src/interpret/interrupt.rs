@@ -81,7 +81,8 @@ fn job_may_end(job: &Job, uid: &str, resource_version: Option<&str>) -> Result<(
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| {
             cs.iter().any(|c| {
-                c.status == "True" && ["Complete", "Failed", "FailureTarget"].contains(&c.type_.as_str())
+                c.status == "True"
+                    && ["Complete", "Failed", "FailureTarget"].contains(&c.type_.as_str())
             })
         });
     if finished {
@@ -103,7 +104,11 @@ fn max_interrupt_restarts(pods: &[Pod]) -> i32 {
 }
 
 /// The locked merge patch that lets the Job controller fail the Job.
-pub(crate) fn end_interrupt_patch(uid: &str, resource_version: Option<&str>, restarts: i32) -> Value {
+pub(crate) fn end_interrupt_patch(
+    uid: &str,
+    resource_version: Option<&str>,
+    restarts: i32,
+) -> Value {
     json!({
         "metadata": {
             "uid": uid,

@@ -161,8 +161,14 @@ impl Interpreter {
                 annotations,
                 ..
             } => {
-                self.patch_job(name, uid, *suspend, *ttl_seconds_after_finished, annotations)
-                    .await
+                self.patch_job(
+                    name,
+                    uid,
+                    *suspend,
+                    *ttl_seconds_after_finished,
+                    annotations,
+                )
+                .await
             }
             Effect::EndInterruptJob {
                 name,

@@ -101,13 +101,20 @@ pub(crate) fn conditions_patch(set: &[NodeCondition], remove: &[String]) -> Valu
         .iter()
         .map(|c| serde_json::to_value(c).unwrap_or(Value::Null))
         .collect();
-    list.extend(remove.iter().map(|t| json!({"type": t, "$patch": "delete"})));
+    list.extend(
+        remove
+            .iter()
+            .map(|t| json!({"type": t, "$patch": "delete"})),
+    );
     json!({"status": {"conditions": list}})
 }
 
 /// Builds the merge patch of `patch` against a fresh read of the node; `Ok(None)` when nothing
 /// would change.
-pub(crate) fn node_patch_body(fresh: &Node, patch: &NodePatch) -> Result<Option<Value>, BuildError> {
+pub(crate) fn node_patch_body(
+    fresh: &Node,
+    patch: &NodePatch,
+) -> Result<Option<Value>, BuildError> {
     let current = fresh.metadata.annotations.clone().unwrap_or_default();
     let mut annotations = delta(&current, &patch.annotations);
     let state_changed = apply_state(&current, patch, &mut annotations)?;
@@ -130,7 +137,10 @@ pub(crate) fn node_patch_body(fresh: &Node, patch: &NodePatch) -> Result<Option<
     }
     let mut spec_patch = Map::new();
     if let Some(t) = &taints {
-        spec_patch.insert("taints".into(), serde_json::to_value(t).unwrap_or(Value::Null));
+        spec_patch.insert(
+            "taints".into(),
+            serde_json::to_value(t).unwrap_or(Value::Null),
+        );
     }
     if let Some(u) = unschedulable {
         spec_patch.insert("unschedulable".into(), json!(u));

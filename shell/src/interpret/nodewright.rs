@@ -106,7 +106,10 @@ pub(crate) fn finalizer_patch(nw: &NodeWright, present: bool) -> Option<Value> {
             .chain(std::iter::once(keys::FINALIZER.to_string()))
             .collect()
     } else {
-        current.into_iter().filter(|f| f != keys::FINALIZER).collect()
+        current
+            .into_iter()
+            .filter(|f| f != keys::FINALIZER)
+            .collect()
     };
     Some(json!({"metadata": {
         "finalizers": next,

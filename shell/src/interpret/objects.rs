@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use nodewright_core::DeletionReason;
 use serde_json::{Map, Value, json};
 use tracing::info;
@@ -42,14 +42,20 @@ impl Interpreter {
                 info!(job = %created.metadata.name.unwrap_or_default(), "created job");
                 Outcome::Applied
             }
-            Err(e) if is_already_exists(&e) => {
-                Outcome::Dropped(format!("job {} already exists", job.metadata.name.unwrap_or_default()))
-            }
+            Err(e) if is_already_exists(&e) => Outcome::Dropped(format!(
+                "job {} already exists",
+                job.metadata.name.unwrap_or_default()
+            )),
             Err(e) => Outcome::Failed(e.into()),
         }
     }
 
-    pub(super) async fn delete_job(&self, name: &str, uid: &str, reason: DeletionReason) -> Outcome {
+    pub(super) async fn delete_job(
+        &self,
+        name: &str,
+        uid: &str,
+        reason: DeletionReason,
+    ) -> Outcome {
         let api: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
         let outcome = delete_outcome(api.delete(name, &guarded_delete(uid)).await);
         if matches!(outcome, Outcome::Applied) {
@@ -94,8 +100,16 @@ impl Interpreter {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let outcome = delete_outcome(api.delete(name, &guarded_delete(uid)).await);
         if matches!(outcome, Outcome::Applied) {
-            info!(pod = name, namespace, uid, reason = reason.as_str(), "deleted pod");
-            self.events.deleted("Pod", namespace, name, uid, reason).await;
+            info!(
+                pod = name,
+                namespace,
+                uid,
+                reason = reason.as_str(),
+                "deleted pod"
+            );
+            self.events
+                .deleted("Pod", namespace, name, uid, reason)
+                .await;
         }
         outcome
     }
@@ -119,11 +133,7 @@ impl Interpreter {
         let result = if delete_instead {
             api.delete(name, &params).await.map(|_| ())
         } else {
-            let ep = EvictParams {
-                delete_options: Some(params),
-                post_options: PostParams::default(),
-            };
-            api.evict(name, &ep).await.map(|_| ())
+            self.post_eviction(namespace, name, uid, grace).await
         };
         match result {
             Ok(()) => {
@@ -137,6 +147,28 @@ impl Interpreter {
             Err(e) if is_conflict(&e) => Outcome::Dropped(format!("uid precondition failed: {e}")),
             Err(e) => Outcome::Failed(e.into()),
         }
+    }
+
+    /// POSTs a policy/v1 Eviction. kube's `Api::evict` spells the body field `delete_options`,
+    /// which the apiserver ignores, losing the uid precondition; this builds the body itself.
+    async fn post_eviction(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        grace: Option<i64>,
+    ) -> Result<(), kube::Error> {
+        let body = eviction_body(namespace, name, uid, grace);
+        let request = http::Request::post(format!(
+            "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body).map_err(|e| kube::Error::Service(Box::new(e)))?)
+        .map_err(kube::Error::HttpError)?;
+        self.client
+            .request::<kube::core::Status>(request)
+            .await
+            .map(|_| ())
     }
 
     pub(super) async fn upsert_config_map(
@@ -180,7 +212,12 @@ impl Interpreter {
         });
         let outcome = delete_outcome(api.delete(name, &params).await);
         if matches!(outcome, Outcome::Applied) {
-            info!(configmap = name, uid, reason = reason.as_str(), "deleted configmap");
+            info!(
+                configmap = name,
+                uid,
+                reason = reason.as_str(),
+                "deleted configmap"
+            );
         }
         outcome
     }
@@ -215,4 +252,18 @@ pub(crate) fn job_patch(
         body.insert("spec".into(), Value::Object(spec));
     }
     Value::Object(body)
+}
+
+/// The policy/v1 Eviction of a pod, guarded by its uid.
+pub(crate) fn eviction_body(namespace: &str, name: &str, uid: &str, grace: Option<i64>) -> Value {
+    let mut delete_options = json!({"preconditions": {"uid": uid}});
+    if let Some(g) = grace {
+        delete_options["gracePeriodSeconds"] = json!(g.max(0));
+    }
+    json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": delete_options,
+    })
 }

@@ -35,7 +35,10 @@ pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 /// Pod-level reason of a per-attempt (or Job-level) deadline kill.
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 
-fn condition_true<'a>(job: &'a Job, kind: &str) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+fn condition_true<'a>(
+    job: &'a Job,
+    kind: &str,
+) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
     job.status
         .as_ref()?
         .conditions
@@ -56,8 +59,11 @@ pub fn job_state(job: &Job) -> JobState {
     }
     JobState::Unfinished {
         suspended: job.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false),
-        failure_target_since: condition_true(job, "FailureTarget")
-            .map(|c| c.last_transition_time.as_ref().map_or(Timestamp::UNIX_EPOCH, |t| t.0)),
+        failure_target_since: condition_true(job, "FailureTarget").map(|c| {
+            c.last_transition_time
+                .as_ref()
+                .map_or(Timestamp::UNIX_EPOCH, |t| t.0)
+        }),
     }
 }
 
@@ -118,10 +124,10 @@ fn init_statuses(pod: &Pod) -> &[ContainerStatus] {
 /// The first init container that has not terminated with exit code 0, if any.
 pub fn first_unsuccessful_init(pod: &Pod) -> Option<&ContainerStatus> {
     init_statuses(pod).iter().find(|cs| {
-        !cs.state
+        cs.state
             .as_ref()
             .and_then(|s| s.terminated.as_ref())
-            .is_some_and(|t| t.exit_code == 0)
+            .is_none_or(|t| t.exit_code != 0)
     })
 }
 
@@ -176,7 +182,9 @@ pub fn failure_class(pod: &Pod) -> Option<PodFailureClass> {
 /// The in-flight genuine-failure test of 4.3.3: live (not terminating, no disruption) and a
 /// deadline kill or a genuine container verdict; the phase need not be `Failed` yet.
 pub fn live_genuine_failure(pod: &Pod) -> bool {
-    !is_terminating(pod) && !has_disruption_target(pod) && (deadline_kill(pod) || genuine_verdict(pod))
+    !is_terminating(pod)
+        && !has_disruption_target(pod)
+        && (deadline_kill(pod) || genuine_verdict(pod))
 }
 
 /// Restart count of the named container among the pod's init containers (0 when absent).
@@ -192,10 +200,10 @@ pub fn init_restart_count(pod: &Pod, container: &str) -> i32 {
 pub fn waiting_since(pod: &Pod) -> Option<Timestamp> {
     let statuses = init_statuses(pod);
     let index = statuses.iter().position(|cs| {
-        !cs.state
+        cs.state
             .as_ref()
             .and_then(|s| s.terminated.as_ref())
-            .is_some_and(|t| t.exit_code == 0)
+            .is_none_or(|t| t.exit_code != 0)
     })?;
     if index == 0 {
         return pod.status.as_ref()?.start_time.as_ref().map(|t| t.0);
@@ -233,5 +241,10 @@ pub fn stuck_container(pod: &Pod) -> Option<(String, String, String)> {
 
 /// True when the pod is `Pending` and the kubelet never set `status.startTime` (D11/D13, K13).
 pub fn never_started(pod: &Pod) -> bool {
-    pod_phase(pod) == "Pending" && pod.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none()
+    pod_phase(pod) == "Pending"
+        && pod
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_none()
 }

@@ -87,7 +87,8 @@ fn sort_pods(pods: &mut [&Pod]) {
     pods.sort_by(|a, b| {
         let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        ta.cmp(&tb).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+        ta.cmp(&tb)
+            .then_with(|| a.metadata.name.cmp(&b.metadata.name))
     });
 }
 
@@ -95,7 +96,8 @@ impl<'a> ExecutorIndex<'a> {
     /// Indexes the snapshot's Jobs (those with a `<P>/name` label in the operator namespace) and
     /// executor pods (operator namespace, both `<P>/name` and `<P>/package` labels, D16).
     pub fn build(snapshot: &'a Snapshot, options: &Options) -> Self {
-        let in_namespace = |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
+        let in_namespace =
+            |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
         let mut children: BTreeMap<&str, Vec<&'a Pod>> = BTreeMap::new();
         for pod in &snapshot.executor_pods {
             let labels = pod.metadata.labels.as_ref();

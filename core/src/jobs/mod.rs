@@ -7,53 +7,75 @@
 //! # The seam the lifecycle pass calls
 //!
 //! ```text
-//! let index = jobs::ExecutorIndex::build(&snapshot, &options);        // once per pass
-//! index.unfinished(nw, node, pkg, ver)   // "executor exists" gate (04 §2.1)
-//! index.node_busy(node)                  // interrupt gate (04 §2.3, 02 §8.4)
+//! let index = jobs::ExecutorIndex::build(&snapshot, &options);      // once per pass
+//! index.unfinished(nw, node, pkg, ver) -> bool   // "executor exists" (04 §2.1, 02 §0.2)
+//! index.node_busy(node) -> bool                  // "node has running executors" (04 §2.3)
+//! index.on_node(nw, node) / index.of(nw) / index.by_name(name) -> &ExecutorJob
 //!
-//! // 1. Outcomes of executors (the reference's Job controller + pod watch, 04 §3-§4, §8.10)
-//! let outcomes = jobs::outcomes(&index, &snapshot, &options, now);
-//! for o in &outcomes.items {
-//!     // entry changes to put into the node's PatchNode, guarded (04 §3.3/§3.4/§4.4.2/§4.3.3):
-//!     let changes = jobs::entry_changes(o, nw_or_none, &node_state);
-//!     // ... lifecycle: node status erroring for OutcomeKind::TerminalFailed, events E13-E15 ...
-//!     // then, AFTER that node's PatchNode, append o.after_state (marker + TTL, pruning, evidence)
+//! // 1. Executor outcomes (the reference's Job controller and pod watch, 04 §3, §4, §8.10):
+//! let outs: Outcomes = jobs::outcomes(&index, &snapshot, &options, now);
+//! for o in &outs.items {                       // sorted by Job name
+//!     let changes: Vec<EntryChange> = jobs::entry_changes(o, nw_opt, &node_state_of(o.nodewright, o.node));
+//!     // put `changes` into that node's PatchNode (guarded by `expect`); node status := erroring
+//!     // when o.kind is TerminalFailed and changes is non-empty; then
+//!     // jobs::record_events(o, &changes) (E13-E15) and o.after_state, AFTER the PatchNode.
 //! }
+//! plan.requeue_at_most(outs.requeue_after)
 //!
 //! // 2. Per non-paused NodeWright, before scheduling (04 §6, 02 §7.11):
-//! let sweep = jobs::sweep(&index, nw, &selected_nodes, &node_states, &options);
-//! if sweep.changed { /* end the pass for this NW with a short requeue */ }
+//! let sw: Sweep = jobs::sweep(&index, nw, &selected_nodes, &readable_node_states, &options);
+//! if sw.changed { /* emit sw.effects, end this NW's pass, requeue 2 s */ }
 //!
-//! // 3. Pause / resume (04 §7): resume only in a pass where the sweep was quiet.
-//! jobs::suspend(&index, nw)  /  jobs::resume(&index, nw)   // resume refuses paused/disabled NWs
+//! // 3. Pause / resume (04 §7): suspend while paused; resume needs the quiet sweep.
+//! jobs::suspend(&index, nw) -> Vec<Effect>
+//! jobs::resume(&index, nw, &sw) -> Vec<Effect>      // nothing if paused, disabled or sw.changed
 //!
-//! // 4. Starting work (04 §2.4-§2.10, D21): build, then gate against the snapshot.
-//! let job = jobs::build_package_job(&JobInputs { .. }) / jobs::build_interrupt_job(.., &interrupt);
-//! match jobs::plan_create(&index, job, entry, &options) {
-//!     CreateDecision::Create(effects) => /* ensure metadata ConfigMap first, then effects;
-//!                                           entry := (stage, in_progress, 0) */,
-//!     CreateDecision::Wait => /* nothing this pass */,
-//!     CreateDecision::ClearFirst(effects) => /* DeleteJob{rerun|stale-spec}; requeue */,
+//! // 4. Starting work (04 §2.4-§2.10, D21):
+//! let job = jobs::build_package_job(&JobInputs { nodewright, package, stage, node, node_order, options });
+//! let job = jobs::build_interrupt_job(&inputs, &merged_interrupt);       // winning package
+//! match jobs::plan_create(&index, job, entry) {
+//!     CreateDecision::Create(effects) => /* metadata ConfigMap upsert first, then effects;
+//!                                          entry := (stage, in_progress, 0), E1/E2 or E3 */,
+//!     CreateDecision::Wait(reason) => {}
+//!     CreateDecision::ClearFirst(effects) => /* emit the DeleteJob(s); requeue; no in_progress */,
 //! }
-//! jobs::node_metadata_config_map(nw, node, &options) + jobs::upsert_if_changed(..)
+//! jobs::upsert_if_changed(&snapshot, jobs::node_metadata_config_map(nw, node, &options)) -> Option<Effect>
+//! jobs::upsert_if_changed(&snapshot, jobs::package_config_map(nw, pkg, &options))
 //!
-//! // 5. Other sweeps returning Vec<Effect>, each deletion with a DeletionReason (D12):
-//! jobs::reboot_reset(&index, nw, node)               // 04 §5.7, before the reset write (D15)
-//! jobs::config_update_clear(&index, nw, node, pkg)   // 04 §5.8
-//! jobs::invalidate_for_config_swap(&index, nw, pkg, except_nodes) // D24
+//! // 5. Other Job sweeps (every deletion carries a DeletionReason, D12):
+//! jobs::reboot_reset(&index, nw, node)                       // 04 §5.7; boot id after success (D15)
+//! jobs::config_update_clear(&index, nw, node, pkg, ver)       // 04 §5.8
+//! jobs::invalidate_for_config_swap(&index, nw, pkg, ver, &cleared_nodes)  // D24
 //! ```
 //!
-//! Ordering obligations the lifecycle keeps: an outcome's `after_state` effects come after the
-//! node's `PatchNode` in the plan, and the shell must not apply them if that patch failed (the
-//! `state-recorded` marker is only written once the node state holds the outcome, 04 §3.6). When
-//! [`entry_changes`] returns nothing, `after_state` may be emitted directly.
+//! Ordering obligation: an outcome's `after_state` (the `state-recorded` marker with its TTL,
+//! archive pruning, evidence annotations) comes after the node's `PatchNode` in the plan, and the
+//! shell must not apply it if that patch failed or was dropped: the marker is written only once
+//! node state holds the outcome (04 §3.6). When [`entry_changes`] yields nothing (the guard says
+//! the outcome already holds, or there is nothing to write) `after_state` is emitted alone.
 
 pub mod annotation;
+pub mod builder;
 pub mod classify;
+pub mod configmap;
+pub mod create;
+pub mod fingerprint;
 pub mod index;
+pub mod matching;
 pub mod naming;
+pub mod outcome;
 pub mod quantity;
+pub mod sweep;
 
 pub use annotation::PackageAnnotation;
+pub use builder::{JobInputs, build_interrupt_job, build_package_job};
 pub use classify::{JobState, PodFailureClass, job_state, pod_failed_genuinely};
+pub use configmap::{node_metadata_config_map, package_config_map, upsert_if_changed};
+pub use create::{CreateDecision, WaitReason, plan_create};
 pub use index::{ExecutorIndex, ExecutorJob};
+pub use outcome::{
+    Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, outcomes, record_events,
+};
+pub use sweep::{
+    Sweep, config_update_clear, invalidate_for_config_swap, reboot_reset, resume, suspend, sweep,
+};

@@ -92,5 +92,7 @@ pub fn node_order(nw: &NodeWright, node: &str) -> i64 {
     entries
         .iter()
         .position(|(name, _)| name.as_str() == node)
-        .map_or(0, |index| index as i64 + i64::from(status.node_order_offset))
+        .map_or(0, |index| {
+            index as i64 + i64::from(status.node_order_offset)
+        })
 }

@@ -1,0 +1,164 @@
+//! ConfigMaps the executors mount: the per-node metadata ConfigMap and the package ConfigMap
+//! (03-executor.md §0.7, 01-api.md §5.9).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodewright_crds::node_state::go_html_escape;
+use nodewright_crds::{NodeWright, Package, keys};
+use serde::Serialize;
+
+use super::builder::owner_reference;
+use super::naming;
+use crate::{Effect, Options, Snapshot};
+
+/// Per-package entry of `packages.json` (field order as the agent contract, 03 §5.2).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PackageMetadata<'a> {
+    name: &'a str,
+    version: &'a str,
+    image: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    agent_image_override: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupt: Option<&'a nodewright_crds::Interrupt>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    config_interrupts: &'a BTreeMap<String, nodewright_crds::Interrupt>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Metadata<'a> {
+    agent_version: &'a str,
+    packages: BTreeMap<&'a str, PackageMetadata<'a>>,
+}
+
+fn go_json<T: Serialize>(value: &T) -> String {
+    // Maps of strings and plain structs always serialize.
+    go_html_escape(&serde_json::to_string(value).expect("metadata serializes"))
+}
+
+/// `packages.json` of the node-metadata ConfigMap.
+pub fn packages_json(nw: &NodeWright, options: &Options) -> String {
+    let packages = nw
+        .spec
+        .packages
+        .iter()
+        .map(|(key, p)| {
+            (
+                key.as_str(),
+                PackageMetadata {
+                    name: if p.name.is_empty() { key } else { &p.name },
+                    version: &p.version,
+                    image: &p.image,
+                    agent_image_override: &p.agent_image_override,
+                    interrupt: p.interrupt.as_ref(),
+                    config_interrupts: &p.config_interrupts,
+                },
+            )
+        })
+        .collect();
+    go_json(&Metadata {
+        agent_version: options.agent_version(),
+        packages,
+    })
+}
+
+fn nw_name(nw: &NodeWright) -> String {
+    nw.metadata.name.clone().unwrap_or_default()
+}
+
+/// The node-metadata ConfigMap `safeName(253, NW, node, "metadata")` with the node's annotations,
+/// labels and the agent's `packages.json`.
+pub fn node_metadata_config_map(nw: &NodeWright, node: &Node, options: &Options) -> ConfigMap {
+    let name = nw_name(nw);
+    let node_name = node.metadata.name.clone().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let data = BTreeMap::from([
+        (
+            "annotations.json".to_string(),
+            go_json(node.metadata.annotations.as_ref().unwrap_or(&empty)),
+        ),
+        (
+            "labels.json".to_string(),
+            go_json(node.metadata.labels.as_ref().unwrap_or(&empty)),
+        ),
+        ("packages.json".to_string(), packages_json(nw, options)),
+    ]);
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(naming::node_metadata_config_map_name(&name, &node_name)),
+            namespace: Some(options.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                keys::NODE_META.to_string(),
+                name.clone(),
+            )])),
+            annotations: Some(BTreeMap::from([
+                (keys::LABEL_NAME.to_string(), name),
+                (format!("{}/Node.name", keys::PREFIX), node_name),
+            ])),
+            owner_references: Some(vec![owner_reference(nw)]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    }
+}
+
+/// The package ConfigMap lowercase `<NW>-<pkg>-<ver>` holding exactly `pkg.configMap`.
+pub fn package_config_map(nw: &NodeWright, pkg: &Package, options: &Options) -> ConfigMap {
+    let name = nw_name(nw);
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(naming::package_config_map_name(
+                &name,
+                &pkg.name,
+                &pkg.version,
+            )),
+            namespace: Some(options.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                keys::LABEL_NAME.to_string(),
+                name.clone(),
+            )])),
+            annotations: Some(BTreeMap::from([
+                (keys::LABEL_NAME.to_string(), name),
+                (format!("{}/Package.Name", keys::PREFIX), pkg.name.clone()),
+                (
+                    format!("{}/Package.Version", keys::PREFIX),
+                    pkg.version.clone(),
+                ),
+            ])),
+            owner_references: Some(vec![owner_reference(nw)]),
+            ..ObjectMeta::default()
+        },
+        data: Some(pkg.config_map.clone()),
+        ..ConfigMap::default()
+    }
+}
+
+/// `UpsertConfigMap` when the snapshot has no ConfigMap of that name or its data differs;
+/// `None` when it is already up to date (only written when data differs, 02 §13.10).
+pub fn upsert_if_changed(snapshot: &Snapshot, desired: ConfigMap) -> Option<Effect> {
+    let existing = snapshot
+        .config_maps
+        .iter()
+        .find(|cm| cm.metadata.name == desired.metadata.name);
+    let empty = BTreeMap::new();
+    match existing {
+        Some(cm)
+            if cm.data.as_ref().unwrap_or(&empty) == desired.data.as_ref().unwrap_or(&empty) =>
+        {
+            None
+        }
+        Some(cm) => Some(Effect::UpsertConfigMap {
+            expect_resource_version: cm.metadata.resource_version.clone(),
+            config_map: Box::new(desired),
+        }),
+        None => Some(Effect::UpsertConfigMap {
+            config_map: Box::new(desired),
+            expect_resource_version: None,
+        }),
+    }
+}

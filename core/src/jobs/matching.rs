@@ -1,0 +1,255 @@
+//! "Does this Job still match the spec?" (04-jobs-rules.md §6.4–6.6, 03-executor.md §4).
+//!
+//! Jobs built by this operator carry `<P>/executor-fingerprint` and are compared by it (D19);
+//! Jobs without it (built by the Go operator) are compared the reference way, on the pod
+//! template's init containers, with the env normalisation of 03 §8.10.
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
+use nodewright_crds::{Interrupt, InterruptType, NodeWright, Package, Stage, keys};
+
+use super::builder::{JobInputs, OPERATOR_ENV, build_interrupt_job, build_package_job};
+use super::fingerprint::{interrupt_fingerprint, package_fingerprint};
+use super::index::ExecutorJob;
+use super::naming::package_label;
+use super::quantity::same_value;
+use crate::Options;
+
+fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+fn label<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
+    job.metadata
+        .labels
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
+}
+
+/// The deadline a Job carries: the template's `activeDeadlineSeconds` for package Jobs, the
+/// Job-level one for interrupt Jobs; an absent field counts as 0 (04 §6.6 item 3).
+pub fn job_deadline(job: &Job) -> i64 {
+    let Some(spec) = job.spec.as_ref() else {
+        return 0;
+    };
+    if label(job, keys::LABEL_INTERRUPT) == Some("True") {
+        spec.active_deadline_seconds.unwrap_or(0)
+    } else {
+        spec.template
+            .spec
+            .as_ref()
+            .and_then(|s| s.active_deadline_seconds)
+            .unwrap_or(0)
+    }
+}
+
+/// Compares an existing Job with the Job the builder produces now (same kind and stage):
+/// fingerprint when the existing Job has one, else the reference template comparison.
+pub fn executor_matches(existing: &Job, expected: &Job) -> bool {
+    if label(existing, keys::PACKAGE) != label(expected, keys::PACKAGE) {
+        return false;
+    }
+    match annotation(existing, keys::EXECUTOR_FINGERPRINT) {
+        Some(fp) => Some(fp) == annotation(expected, keys::EXECUTOR_FINGERPRINT),
+        None => template_matches(existing, expected),
+    }
+}
+
+fn init_containers(job: &Job) -> &[Container] {
+    job.spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+}
+
+/// The reference comparison of 03 §4.1 on two pod templates.
+fn template_matches(existing: &Job, expected: &Job) -> bool {
+    let interrupt = label(existing, keys::LABEL_INTERRUPT) == Some("True");
+    let limit_ranger = existing
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.annotations.as_ref())
+        .is_some_and(|a| a.contains_key("kubernetes.io/limit-ranger"));
+    let (actual, wanted) = (init_containers(existing), init_containers(expected));
+    if actual.len() != wanted.len() {
+        return false;
+    }
+    actual.iter().zip(wanted).all(|(a, w)| {
+        a.name == w.name
+            && a.image == w.image
+            && user_env(a) == user_env(w)
+            && (interrupt || resources_match(a, w, limit_ranger))
+    })
+}
+
+/// The env without the operator variables, `fieldRef.apiVersion` defaulted to `v1` (03 §8.10).
+fn user_env(c: &Container) -> Vec<EnvVar> {
+    c.env
+        .iter()
+        .flatten()
+        .filter(|e| !OPERATOR_ENV.contains(&e.name.as_str()))
+        .cloned()
+        .map(|mut e| {
+            if let Some(field) = e.value_from.as_mut().and_then(|v| v.field_ref.as_mut())
+                && field.api_version.as_deref().is_none_or(str::is_empty)
+            {
+                field.api_version = Some("v1".to_string());
+            }
+            e
+        })
+        .collect()
+}
+
+fn is_empty(r: Option<&ResourceRequirements>) -> bool {
+    r.is_none_or(|r| {
+        r.limits.as_ref().is_none_or(|m| m.is_empty())
+            && r.requests.as_ref().is_none_or(|m| m.is_empty())
+    })
+}
+
+fn resources_match(actual: &Container, wanted: &Container, limit_ranger: bool) -> bool {
+    let (a, w) = (actual.resources.as_ref(), wanted.resources.as_ref());
+    if is_empty(w) {
+        return limit_ranger || is_empty(a);
+    }
+    let same_map = |x: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+                    y: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >| {
+        let empty = std::collections::BTreeMap::new();
+        let (x, y) = (x.unwrap_or(&empty), y.unwrap_or(&empty));
+        x.len() == y.len()
+            && x.iter()
+                .all(|(k, q)| y.get(k).is_some_and(|q2| same_value(&q.0, &q2.0)))
+    };
+    same_map(
+        a.and_then(|r| r.limits.as_ref()),
+        w.and_then(|r| r.limits.as_ref()),
+    ) && same_map(
+        a.and_then(|r| r.requests.as_ref()),
+        w.and_then(|r| r.requests.as_ref()),
+    )
+}
+
+/// What the builder would produce now for `pkg` at `stage` (empty node, order 0): the expected
+/// side of a comparison.
+pub fn expected_job(
+    nw: &NodeWright,
+    pkg: &Package,
+    stage: Stage,
+    interrupt: bool,
+    options: &Options,
+) -> Job {
+    let inputs = JobInputs {
+        nodewright: nw,
+        package: pkg,
+        stage,
+        node: "",
+        node_order: 0,
+        options,
+    };
+    if interrupt {
+        let empty = Interrupt {
+            type_: InterruptType::Noop,
+            services: Vec::new(),
+        };
+        build_interrupt_job(&inputs, &empty)
+    } else {
+        build_package_job(&inputs)
+    }
+}
+
+/// `jobMatchesPackage` for one spec package (04 §6.4, §6.6 item 2).
+pub fn matches_package(
+    job: &ExecutorJob,
+    nw: &NodeWright,
+    pkg: &Package,
+    options: &Options,
+) -> bool {
+    if !job.runs(&pkg.name, &pkg.version) {
+        return false;
+    }
+    match job.annotation(keys::EXECUTOR_FINGERPRINT) {
+        Some(fp) => {
+            let now = if job.interrupt {
+                interrupt_fingerprint(pkg, options)
+            } else {
+                package_fingerprint(pkg, options)
+            };
+            fp == now
+        }
+        None => {
+            let Some(stage) = job.stage else {
+                return false;
+            };
+            template_matches(
+                job.job,
+                &expected_job(nw, pkg, stage, job.interrupt, options),
+            )
+        }
+    }
+}
+
+/// The spec package named like the Job's package, with its name filled from the map key.
+pub fn spec_package(nw: &NodeWright, name: &str) -> Option<Package> {
+    nw.spec.packages.get(name).map(|p| {
+        let mut p = p.clone();
+        if p.name.is_empty() {
+            p.name = name.to_string();
+        }
+        p
+    })
+}
+
+fn job_package_name(job: &ExecutorJob) -> Option<String> {
+    job.package.as_ref().map(|p| p.name.clone())
+}
+
+/// True when some spec package matches the Job, or it is an uninstall Job whose package left the
+/// spec or changed version (04 §6.5).
+pub fn matches_spec(job: &ExecutorJob, nw: &NodeWright, options: &Options) -> bool {
+    if job.stage == Some(Stage::Uninstall)
+        && let Some(pkg) = job.package.as_ref()
+    {
+        let current = spec_package(nw, &pkg.name);
+        if current.as_ref().is_none_or(|c| c.version != pkg.version) {
+            return true;
+        }
+    }
+    nw.spec.packages.keys().any(|name| {
+        spec_package(nw, name).is_some_and(|pkg| matches_package(job, nw, &pkg, options))
+    })
+}
+
+/// The timed-out test (04 §6.6 item 3): matches the spec and carries the deadline a new Job
+/// would get now.
+pub fn timed_out_still_matches(job: &ExecutorJob, nw: &NodeWright, options: &Options) -> bool {
+    if !matches_spec(job, nw, options) {
+        return false;
+    }
+    let Some(pkg) = job_package_name(job).and_then(|n| spec_package(nw, &n)) else {
+        // Uninstall Job of a package that left the spec: nothing to compare the deadline with.
+        return true;
+    };
+    job_deadline(job.job) == super::builder::deadline_seconds(&pkg, options).unwrap_or(0)
+}
+
+/// True when the package label of `job` equals `<name>-<version>`.
+pub fn label_is(job: &Job, name: &str, version: &str) -> bool {
+    label(job, keys::PACKAGE) == Some(package_label(name, version).as_str())
+}

@@ -1,0 +1,218 @@
+//! Job hygiene of the heavy pass: the validation sweep (04-jobs-rules.md §5–§6, 02 §7.11),
+//! pause/resume (§7), reboot reset (§5.7), config-update clearing (§5.8, D24).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nodewright_crds::{NodeState, NodeWright, PackageStatus, State, keys};
+
+use super::classify::JobState;
+use super::create::{context_of, delete};
+use super::index::{ExecutorIndex, ExecutorJob};
+use super::matching::{matches_spec, timed_out_still_matches};
+use crate::Options;
+use crate::effect::{DeletionReason, Effect};
+
+/// Result of the validation sweep for one NodeWright.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sweep {
+    /// Deletions and invalidations, in Job-name order.
+    pub effects: Vec<Effect>,
+    /// Something was invalidated or deleted: end this NodeWright's pass with a short requeue
+    /// (02 §7.11 step 5) and do not resume suspended Jobs (04 §7.4).
+    pub changed: bool,
+}
+
+fn nw_name(nw: &NodeWright) -> &str {
+    nw.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn annotation_true(nw: &NodeWright, key: &str) -> bool {
+    nw.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
+}
+
+fn entry_of<'s>(job: &ExecutorJob, state: &'s NodeState) -> Option<&'s PackageStatus> {
+    let p = job.package.as_ref()?;
+    state.get(&p.name, &p.version)
+}
+
+/// `shouldDeleteFinishedJob` with the port's retention predicate (04 §5.2 steps 1–2, §5.2a).
+pub fn should_delete_finished(
+    job: &ExecutorJob,
+    entry: Option<&PackageStatus>,
+    nw: &NodeWright,
+    options: &Options,
+) -> bool {
+    if !job.processed {
+        return false;
+    }
+    let at_stage = entry.filter(|e| Some(e.stage) == job.stage);
+    if matches!(job.state, JobState::Failed { .. })
+        && at_stage.is_some_and(|e| e.state == Some(State::Erroring))
+        && timed_out_still_matches(job, nw, options)
+    {
+        return false;
+    }
+    at_stage.is_some_and(|e| e.state != Some(State::Complete))
+}
+
+/// Stale unfinished Job (04 §6.2): no spec package matches, or its entry is absent or at
+/// another stage.
+pub fn is_stale(
+    job: &ExecutorJob,
+    entry: Option<&PackageStatus>,
+    nw: &NodeWright,
+    options: &Options,
+) -> bool {
+    !matches_spec(job, nw, options) || entry.is_none_or(|e| Some(e.stage) != job.stage)
+}
+
+/// Invalidation (04 §6.3): merge-patch `"invalid":true` into `<P>/package`, then the
+/// foreground delete with `reason`.
+pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    if let Some(mut p) = job.package.clone() {
+        p.invalid = true;
+        effects.push(Effect::PatchJob {
+            name: job.name.clone(),
+            uid: job.uid.clone(),
+            suspend: None,
+            ttl_seconds_after_finished: None,
+            annotations: BTreeMap::from([(keys::PACKAGE.to_string(), Some(p.to_json()))]),
+            context: context_of(job.job),
+        });
+    }
+    effects.push(delete(job, reason));
+    effects
+}
+
+/// The validation sweep of one non-paused NodeWright (04 §6.1). `selected` are the NodeWright's
+/// current nodes; `states` holds the node-state document of every selected node whose document
+/// is readable (empty when absent) — Jobs on selected nodes missing from it are skipped (02 §7.11
+/// step 2).
+pub fn sweep(
+    index: &ExecutorIndex,
+    nw: &NodeWright,
+    selected: &BTreeSet<String>,
+    states: &BTreeMap<String, NodeState>,
+    options: &Options,
+) -> Sweep {
+    let mut out = Sweep::default();
+    for job in index.of(nw_name(nw)) {
+        if job.terminating {
+            continue;
+        }
+        if !selected.contains(&job.node) {
+            out.effects.push(delete(job, DeletionReason::OrphanedNode));
+            continue;
+        }
+        if job.package.is_none() {
+            continue; // not ours to judge (04 §1.2.5); terminal ones TTL out
+        }
+        let Some(state) = states.get(&job.node) else {
+            continue;
+        };
+        let entry = entry_of(job, state);
+        if job.state.is_finished() {
+            if should_delete_finished(job, entry, nw, options) {
+                out.effects.push(delete(job, DeletionReason::Rerun));
+            }
+        } else if !job.invalid && is_stale(job, entry, nw, options) {
+            out.effects
+                .extend(invalidate(job, DeletionReason::StaleSpec));
+        }
+    }
+    out.changed = !out.effects.is_empty();
+    out
+}
+
+fn patch_suspend(job: &ExecutorJob, value: bool) -> Effect {
+    Effect::PatchJob {
+        name: job.name.clone(),
+        uid: job.uid.clone(),
+        suspend: Some(value),
+        ttl_seconds_after_finished: None,
+        annotations: BTreeMap::new(),
+        context: context_of(job.job),
+    }
+}
+
+fn suspended(job: &ExecutorJob) -> bool {
+    matches!(
+        job.state,
+        JobState::Unfinished {
+            suspended: true,
+            ..
+        }
+    )
+}
+
+/// Pause (04 §7.1, §7.3): `suspend: true` on every unfinished, valid, not-yet-suspended Job.
+pub fn suspend(index: &ExecutorIndex, nw: &NodeWright) -> Vec<Effect> {
+    index
+        .of(nw_name(nw))
+        .filter(|j| j.is_unfinished() && !j.invalid && !j.terminating && !suspended(j))
+        .map(|j| patch_suspend(j, true))
+        .collect()
+}
+
+/// Resume (04 §7.4–7.7): `suspend: false` on suspended valid Jobs, only when the NodeWright is
+/// neither paused nor disabled and this pass's sweep changed nothing.
+pub fn resume(index: &ExecutorIndex, nw: &NodeWright, sweep: &Sweep) -> Vec<Effect> {
+    if sweep.changed || annotation_true(nw, keys::PAUSE) || annotation_true(nw, keys::DISABLE) {
+        return Vec::new();
+    }
+    index
+        .of(nw_name(nw))
+        .filter(|j| j.is_unfinished() && !j.invalid && !j.terminating && suspended(j))
+        .map(|j| patch_suspend(j, false))
+        .collect()
+}
+
+/// Reboot reset (04 §5.7): delete every Job of the NodeWright on the node, whatever its status.
+/// The lifecycle advances the boot id only after these and the reset write succeeded (D15).
+pub fn reboot_reset(index: &ExecutorIndex, nw: &NodeWright, node: &str) -> Vec<Effect> {
+    index
+        .on_node(nw_name(nw), node)
+        .filter(|j| !j.terminating)
+        .map(|j| delete(j, DeletionReason::RebootReset))
+        .collect()
+}
+
+/// Config-update clearing on an erroring node (04 §5.8): the package's unfinished or terminally
+/// failed Jobs on that node; retained successful Jobs stay.
+pub fn config_update_clear(
+    index: &ExecutorIndex,
+    nw: &NodeWright,
+    node: &str,
+    package: &str,
+    version: &str,
+) -> Vec<Effect> {
+    index
+        .of_package(nw_name(nw), node, package, version)
+        .filter(|j| !j.terminating && !matches!(j.state, JobState::Complete))
+        .map(|j| delete(j, DeletionReason::ConfigUpdate))
+        .collect()
+}
+
+/// D24 (04 §10.5): in the pass that swaps the package ConfigMap, invalidate every unfinished
+/// package-stage Job of that package on the other nodes (`except` = nodes cleared by
+/// [`config_update_clear`]), so no stage finishes on the old content. Interrupt Jobs do not mount
+/// the ConfigMap and are left alone.
+pub fn invalidate_for_config_swap(
+    index: &ExecutorIndex,
+    nw: &NodeWright,
+    package: &str,
+    version: &str,
+    except: &BTreeSet<String>,
+) -> Vec<Effect> {
+    index
+        .of(nw_name(nw))
+        .filter(|j| j.runs(package, version) && !j.interrupt && !except.contains(&j.node))
+        .filter(|j| j.is_unfinished() && !j.terminating && !j.invalid)
+        .flat_map(|j| invalidate(j, DeletionReason::ConfigUpdate))
+        .collect()
+}

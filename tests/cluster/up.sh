@@ -69,6 +69,17 @@ EOF
     leaf apiserver "/CN=kube-apiserver"                    v3_server
     leaf admin     "/O=system:masters/CN=nodewright-admin" v3_client
     leaf webhook   "/CN=nodewright-webhook"                v3_webhook
+    # Front-proxy (request-header) CA: the apiserver publishes it in
+    # kube-system/extension-apiserver-authentication; without it kube-controller-manager's
+    # delegated authentication logs "missing content for CA bundle" errors forever.
+    openssl genrsa -out front-proxy-ca.key 2048 2>/dev/null
+    openssl req -x509 -new -key front-proxy-ca.key -sha256 -days 3650 -subj "/CN=nodewright-front-proxy-ca" \
+      -config openssl.cnf -extensions v3_ca -out front-proxy-ca.crt
+    openssl genrsa -out front-proxy-client.key 2048 2>/dev/null
+    openssl req -new -key front-proxy-client.key -subj "/CN=front-proxy-client" -config openssl.cnf -out fp.csr
+    openssl x509 -req -in fp.csr -CA front-proxy-ca.crt -CAkey front-proxy-ca.key -CAcreateserial -days 3650 \
+      -sha256 -extfile openssl.cnf -extensions v3_client -out front-proxy-client.crt 2>/dev/null
+    rm -f fp.csr
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     chmod 600 ./*.key
@@ -100,7 +111,7 @@ EOF
   chmod 600 "$KUBECONFIG_PATH.tmp"; mv "$KUBECONFIG_PATH.tmp" "$KUBECONFIG_PATH"
 }
 
-if [ ! -f "$PKI/sa.pub" ] || [ ! -f "$PKI/webhook.crt" ]; then
+if [ ! -f "$PKI/sa.pub" ] || [ ! -f "$PKI/webhook.crt" ] || [ ! -f "$PKI/front-proxy-client.crt" ]; then
   pid_of kube-apiserver >/dev/null && die "PKI in $PKI is incomplete but kube-apiserver runs: run down.sh --purge first"
   say "generating PKI in $PKI"
   gen_pki
@@ -154,6 +165,13 @@ start kube-apiserver apiserver_ready 180 "$APISERVER_PORT" -- \
   --cert-dir="$RUN/apiserver" \
   --tls-cert-file="$PKI/apiserver.crt" --tls-private-key-file="$PKI/apiserver.key" \
   --client-ca-file="$PKI/ca.crt" \
+  --requestheader-client-ca-file="$PKI/front-proxy-ca.crt" \
+  --requestheader-allowed-names=front-proxy-client \
+  --requestheader-username-headers=X-Remote-User \
+  --requestheader-group-headers=X-Remote-Group \
+  --requestheader-extra-headers-prefix=X-Remote-Extra- \
+  --proxy-client-cert-file="$PKI/front-proxy-client.crt" \
+  --proxy-client-key-file="$PKI/front-proxy-client.key" \
   --service-account-issuer=https://kubernetes.default.svc.cluster.local \
   --service-account-key-file="$PKI/sa.pub" \
   --service-account-signing-key-file="$PKI/sa.key" \

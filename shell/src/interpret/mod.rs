@@ -227,11 +227,20 @@ impl Interpreter {
 }
 
 /// Which later effects a failure blocks.
-#[derive(Default)]
 struct Scope {
     failed_nodes: BTreeSet<String>,
     failed_nodewrights: BTreeSet<String>,
     previous_happened: bool,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            failed_nodes: BTreeSet::new(),
+            failed_nodewrights: BTreeSet::new(),
+            previous_happened: true,
+        }
+    }
 }
 
 impl Scope {

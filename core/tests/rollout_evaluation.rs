@@ -89,24 +89,43 @@ fn rollout_7_1_scores_deltas_since_checkpoint() {
 
 #[test]
 fn rollout_7_1_negative_delta_resynchronises_only_that_checkpoint() {
-    // A failed node recovered (F 2 → 1) while one more node completed (C 1 → 2).
+    // A complete node left (C 2 → 1) while another failed (F 0 → 1): the failure is scored.
+    let nodes = [
+        with_status("a", Status::Complete),
+        with_status("c", Status::Erroring),
+        with_status("d", Status::Waiting),
+        with_status("e", Status::Waiting),
+    ];
+    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let mut st = checkpoint(2, 0);
+    let outcome = evaluate(&mut st, Some(&strategy()), &refs);
+    assert_eq!(
+        outcome,
+        Evaluation::Scored {
+            size: 1,
+            successes: 0,
+            failed: true
+        }
+    );
+    assert_eq!((st.completed_nodes, st.failed_nodes), (1, 1));
+    // A failed node recovered (F 2 → 1, C 1 → 2): a recovery, not a batch outcome.
     let nodes = [
         with_status("a", Status::Complete),
         with_status("b", Status::Complete),
         with_status("c", Status::Erroring),
     ];
     let refs: Vec<&NodeView> = nodes.iter().collect();
-    let mut st = checkpoint(1, 2);
-    let outcome = evaluate(&mut st, Some(&strategy()), &refs);
+    let mut st = BatchProcessingState {
+        consecutive_failures: 1,
+        last_batch_failed: true,
+        ..checkpoint(1, 2)
+    };
     assert_eq!(
-        outcome,
-        Evaluation::Scored {
-            size: 1,
-            successes: 1,
-            failed: false
-        }
+        evaluate(&mut st, Some(&strategy()), &refs),
+        Evaluation::NoScore
     );
     assert_eq!((st.completed_nodes, st.failed_nodes), (2, 1));
+    assert_eq!(st.consecutive_failures, 1);
     // Only a recovery: resynchronise, no score, failure memory kept.
     let nodes = [
         with_status("a", Status::Complete),
@@ -377,4 +396,36 @@ fn rollout_7_2_strategyless_compartment_counts_batches_only() {
     assert_eq!(st.last_batch_size, 1);
     assert_eq!(st.consecutive_failures, 0);
     assert!(!st.should_stop);
+}
+
+#[test]
+fn r06_through_plan_rollout_recovery_keeps_failure_count_and_stops() {
+    // 10 nodes, linear 1 Δ2, failureThreshold 2: node-00 fails and holds the batch; after a
+    // rerun it completes (a recovery, not scored); the next batch (shrunk to 1) fails too, and
+    // with progress 20 % < 50 % the compartment stops and admits nothing more.
+    let p = policy(
+        count(1),
+        thresholds(linear(1, 2), Some(2), None, Some(50)),
+        vec![],
+    );
+    let mut sim = Sim::new(nodewright("policy"), Some(p), nodes(10));
+    sim.pass();
+    sim.finish(&|_| true);
+    sim.pass();
+    assert_eq!(sim.batch_state("__default__").consecutive_failures, 1);
+    // Rerun: the failed node runs again and completes.
+    sim.nodes[0].status = Status::InProgress;
+    sim.finish(&|_| false);
+    let d = sim.pass();
+    let st = sim.batch_state("__default__");
+    assert_eq!(d.evaluations["__default__"], Evaluation::NoScore);
+    assert_eq!((st.consecutive_failures, st.last_batch_failed), (1, true));
+    assert_eq!(d.selected_nodes, vec!["node-01"], "shrunk to max(1, 1 − 2)");
+    sim.finish(&|_| true);
+    let d = sim.pass();
+    let st = sim.batch_state("__default__");
+    assert_eq!(st.consecutive_failures, 2);
+    assert!(st.should_stop);
+    assert!(d.selected_nodes.is_empty());
+    assert_eq!(sim.batches["__default__"], vec![1, 1]);
 }

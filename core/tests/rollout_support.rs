@@ -249,7 +249,9 @@ impl Sim {
         for node in self.nodes.iter_mut() {
             node.status_before = node.status;
             let picked = decision.selected_nodes.contains(&node.name);
-            if picked && node.status != Status::InProgress {
+            // A terminally failed node is not restarted without a rerun.
+            let idle = !matches!(node.status, Status::InProgress | Status::Erroring);
+            if picked && idle {
                 node.status = Status::InProgress;
                 let compartment = decision.assignment[&node.name].clone();
                 *started.entry(compartment).or_default() += 1;

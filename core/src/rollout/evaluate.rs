@@ -88,6 +88,10 @@ pub fn absorb_churn(state: &mut BatchProcessingState, members: &[&NodeView]) {
 
 /// `EvaluateCurrentBatch` for one compartment (02-lifecycle.md §6.7 steps 2–8). `strategy` is
 /// `None` for a ceiling-only compartment (only `currentBatch` and `lastBatchSize` move).
+///
+/// A negative delta resynchronises only its own checkpoint ([Fix]), so a real outcome seen in
+/// the same pass is still scored; completions that match a drop in failures are read as
+/// recoveries and never scored, so a recovery does not erase the failure count.
 pub fn evaluate(
     state: &mut BatchProcessingState,
     strategy: Option<&Strategy>,
@@ -103,13 +107,18 @@ pub fn evaluate(
     let now = counts(members.iter().copied());
     let mut delta_complete = now.complete - i64::from(state.completed_nodes);
     let mut delta_failed = now.failed - i64::from(state.failed_nodes);
+    if delta_failed < 0 {
+        // Failed nodes that recovered: their completion is not a new batch outcome, and the
+        // failure memory (lastBatchFailed, consecutiveFailures) is kept (05-rollout.md §7.4).
+        let recovered = (-delta_failed).min(delta_complete.max(0));
+        delta_complete -= recovered;
+        state.completed_nodes = to_i32(i64::from(state.completed_nodes) + recovered);
+        state.failed_nodes = to_i32(now.failed);
+        delta_failed = 0;
+    }
     if delta_complete < 0 {
         state.completed_nodes = to_i32(now.complete);
         delta_complete = 0;
-    }
-    if delta_failed < 0 {
-        state.failed_nodes = to_i32(now.failed);
-        delta_failed = 0;
     }
     if delta_complete == 0 && delta_failed == 0 {
         // Blocked-only or idle: checkpoints already equal the counts; never a score.

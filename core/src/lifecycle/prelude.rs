@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use nodewright_crds::{Stage, State, Status, keys};
+use nodewright_crds::{State, Status, keys};
 
 use super::ctx::Ctx;
 use super::ordering::{globally_waiting, node_ready};
@@ -12,8 +12,6 @@ use super::rollout_seam;
 use super::status::{NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready};
 use super::view::NwView;
 use super::work::{Slot, nw_ref};
-use crate::effect::{Context, DeletionReason, Effect};
-use crate::jobs::JobState;
 
 /// R6.1: NodeStateMalformed, Blocked (DependencyUninstalled), UninstallInProgress,
 /// UninstallFailed. True when a condition changed.
@@ -190,91 +188,36 @@ pub fn pause(ctx: &mut Ctx, v: &NwView) {
     set_ready(status, complete, &v.nodes, prior, generation, now);
 }
 
-/// Suspends (pause) or resumes (R6.5) the NodeWright's unfinished, non-invalid executors.
+/// Suspends (pause) or resumes (R6.5, only after a quiet sweep: B2) the NodeWright's
+/// unfinished, non-invalid executors.
 pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
-    let mut effects = Vec::new();
-    for job in ctx.index.of(&v.name) {
-        let JobState::Unfinished { suspended, .. } = job.state else { continue };
-        if job.invalid || job.terminating || suspended == suspend {
-            continue;
-        }
-        effects.push(Effect::PatchJob {
-            name: job.name.clone(),
-            uid: job.uid.clone(),
-            suspend: Some(suspend),
-            ttl_seconds_after_finished: None,
-            annotations: Default::default(),
-            context: Context {
-                nodewright: Some(v.name.clone()),
-                node: Some(job.node.clone()),
-                ..Context::default()
-            },
-        });
-    }
-    for e in effects {
-        ctx.work.push(Slot::Before, e);
-    }
-}
-
-/// R6.4a executor sweep (§7.11 rules 1 and 4b/4c); true when anything was deleted.
-pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
-    let mut effects = Vec::new();
-    for job in ctx.index.of(&v.name) {
-        if job.terminating {
-            continue;
-        }
-        let reason = if !v.selects(&job.node) {
-            Some(DeletionReason::OrphanedNode)
-        } else if job.is_unfinished() {
-            stale_reason(ctx, v, job)
-        } else {
-            None
-        };
-        if let Some(reason) = reason {
-            effects.push(Effect::DeleteJob {
-                name: job.name.clone(),
-                uid: job.uid.clone(),
-                reason,
-                context: Context {
-                    nodewright: Some(v.name.clone()),
-                    node: Some(job.node.clone()),
-                    stage: job.stage.map(|s| s.as_str().to_string()),
-                    ..Context::default()
-                },
-            });
-        }
-    }
-    let any = !effects.is_empty();
-    for e in effects {
-        ctx.work.push(Slot::Before, e);
-    }
-    any
-}
-
-/// §7.11.4: an unfinished executor whose entry is absent or at another stage is stale.
-fn stale_reason(ctx: &Ctx, v: &NwView, job: &crate::jobs::ExecutorJob) -> Option<DeletionReason> {
-    let doc = ctx.doc(v, &job.node)?;
-    let (Some(pkg), Some(stage)) = (job.package.as_ref(), job.stage) else {
-        return None;
+    let effects = if suspend {
+        crate::jobs::suspend(&ctx.index, v.nw)
+    } else {
+        crate::jobs::resume(&ctx.index, v.nw, &crate::jobs::Sweep::default())
     };
-    let spec = v.packages.get(&pkg.name);
-    if stage == Stage::Uninstall && spec.is_none_or(|s| s.version != pkg.version) {
-        return None; // an uninstall whose package left the spec is treated as matching
+    for e in effects {
+        ctx.work.push(Slot::Before, e);
     }
-    if job.interrupt {
-        // An interrupt executor serves its owner's entry at stage interrupt/uninstall-interrupt.
-        let open = doc
-            .0
-            .values()
-            .any(|e| e.stage == stage && !e.is_complete() || e.state == Some(State::Skipped));
-        return (!open).then_some(DeletionReason::StaleSpec);
+}
+
+/// R6.4a executor sweep (§7.11) through the jobs seam; true when anything was deleted or
+/// invalidated (the pass ends, and nothing is resumed: B2).
+pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
+    let selected: BTreeSet<String> = v.nodes.iter().cloned().collect();
+    let states: std::collections::BTreeMap<String, nodewright_crds::NodeState> = v
+        .nodes
+        .iter()
+        .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
+        .collect();
+    let result = crate::jobs::sweep(&ctx.index, v.nw, &selected, &states, ctx.opts);
+    for e in result.effects {
+        if let crate::effect::Effect::DeleteJob { name, .. } = &e {
+            ctx.cleared.insert(name.clone());
+        }
+        ctx.work.push(Slot::Before, e);
     }
-    match doc.get(&pkg.name, &pkg.version) {
-        None => Some(DeletionReason::StaleSpec),
-        Some(e) if e.stage != stage => Some(DeletionReason::StaleSpec),
-        Some(_) if spec.is_none() => Some(DeletionReason::StaleSpec),
-        _ => None,
-    }
+    result.changed
 }
 
 /// R6.6 introspection; true when anything changed.

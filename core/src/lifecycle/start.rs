@@ -1,14 +1,13 @@
 //! Starting executors through the jobs seam, with the pre-create checks of 04-jobs-rules.md
 //! §2.7/§2.10 (D21) and invariant 16.1 (one executor per package per node).
 
-use k8s_openapi::api::batch::v1::Job;
-use nodewright_crds::{Interrupt, Package, PackageStatus, Stage, State, keys};
+use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
 
 use super::ctx::Ctx;
 use super::view::NwView;
 use super::work::Slot;
-use crate::effect::{Context, DeletionReason, Effect};
-use crate::jobs::{self, JobState};
+use crate::effect::{Context, Effect};
+use crate::jobs;
 
 /// What a start attempt did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,49 +56,31 @@ pub fn start_executor(
         Some(i) => jobs::builder::build_interrupt_job(&inputs, i),
         None => jobs::builder::build_package_job(&inputs),
     };
-    let name = job.metadata.name.clone().unwrap_or_default();
-    if let Some(existing) = ctx.index.by_name(&name) {
-        let processed = existing.processed || ctx.recorded.contains(&name);
-        let parked = matches!(existing.state, JobState::Failed { .. })
-            && processed
-            && entry.is_some_and(|e| e.stage == stage && e.state == Some(State::Erroring))
-            && fingerprint(existing.job) == fingerprint(&job);
-        if !existing.state.is_finished() || !processed || parked {
-            return Start::Waiting;
+    match jobs::plan_create(&ctx.index, job, entry) {
+        jobs::CreateDecision::Create(effects) => {
+            ensure_metadata(ctx, v, node);
+            ctx.started.insert(triple);
+            ctx.started_nodes.insert(node.to_string());
+            for e in effects {
+                ctx.work.push(Slot::Create, e);
+            }
+            ctx.requeue = true;
+            Start::Created
         }
-        if !ctx.cleared.insert(name.clone()) {
-            return Start::Waiting;
+        jobs::CreateDecision::Wait(_) => Start::Waiting,
+        jobs::CreateDecision::ClearFirst(effects) => {
+            for e in effects {
+                if let Effect::DeleteJob { name, .. } = &e
+                    && !ctx.cleared.insert(name.clone())
+                {
+                    continue;
+                }
+                ctx.work.push(Slot::Before, e);
+            }
+            ctx.requeue = true;
+            Start::Waiting
         }
-        let effect = Effect::DeleteJob {
-            name,
-            uid: existing.uid.clone(),
-            reason: DeletionReason::Rerun,
-            context: context(&v.name, node, pkg, stage),
-        };
-        ctx.work.push(Slot::Before, effect);
-        ctx.requeue = true;
-        return Start::Waiting;
     }
-    ensure_metadata(ctx, v, node);
-    ctx.started.insert(triple);
-    ctx.started_nodes.insert(node.to_string());
-    ctx.work.push(
-        Slot::Create,
-        Effect::CreateJob {
-            job: Box::new(job),
-            context: context(&v.name, node, pkg, stage),
-        },
-    );
-    ctx.requeue = true;
-    Start::Created
-}
-
-fn fingerprint(job: &Job) -> Option<&str> {
-    job.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::EXECUTOR_FINGERPRINT))
-        .map(String::as_str)
 }
 
 /// Ensures the node metadata ConfigMap before an executor starts (§1.5), once per pass.

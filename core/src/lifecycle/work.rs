@@ -24,9 +24,9 @@ pub enum Slot {
 /// Everything the pass has decided so far.
 #[derive(Debug, Default)]
 pub struct Work {
-    /// Working node-state documents per (NodeWright, node); only for pairs touched.
+    /// Working node-state documents per (node, NodeWright); only for pairs touched.
     pub states: BTreeMap<(String, String), NodeState>,
-    /// Documents removed wholesale (reset), per (NodeWright, node).
+    /// Documents removed wholesale (reset), per (node, NodeWright).
     pub removed: BTreeSet<(String, String)>,
     /// Annotation changes per node.
     pub annotations: BTreeMap<String, BTreeMap<String, Option<String>>>,
@@ -55,25 +55,28 @@ pub struct Work {
 impl Work {
     /// The working document of (nw, node), seeded from `snapshot`.
     pub fn state_mut(&mut self, nw: &str, node: &str, snapshot: &NodeState) -> &mut NodeState {
-        self.removed.remove(&(nw.to_string(), node.to_string()));
+        self.removed.remove(&(node.to_string(), nw.to_string()));
         self.states
-            .entry((nw.to_string(), node.to_string()))
+            .entry((node.to_string(), nw.to_string()))
             .or_insert_with(|| snapshot.clone())
     }
 
     /// The current document: working copy if touched, else the snapshot's.
     pub fn state<'s>(&'s self, nw: &str, node: &str, snapshot: &'s NodeState) -> &'s NodeState {
         self.states
-            .get(&(nw.to_string(), node.to_string()))
+            .get(&(node.to_string(), nw.to_string()))
             .unwrap_or(snapshot)
     }
 
     /// Sets an annotation on a node (only recorded when it differs from the snapshot node).
     pub fn set_annotation(&mut self, node: &Node, key: &str, value: Option<&str>) {
         let name = node_name(node);
-        let changes = self.annotations.entry(name).or_default();
+        let changes = self.annotations.entry(name.clone()).or_default();
         if annotation(node, key) == value {
             changes.remove(key);
+            if changes.is_empty() {
+                self.annotations.remove(&name);
+            }
         } else {
             changes.insert(key.to_string(), value.map(str::to_string));
         }
@@ -82,9 +85,12 @@ impl Work {
     /// Sets a label on a node (only recorded when it differs from the snapshot node).
     pub fn set_label(&mut self, node: &Node, key: &str, value: Option<&str>) {
         let name = node_name(node);
-        let changes = self.labels.entry(name).or_default();
+        let changes = self.labels.entry(name.clone()).or_default();
         if label(node, key) == value {
             changes.remove(key);
+            if changes.is_empty() {
+                self.labels.remove(&name);
+            }
         } else {
             changes.insert(key.to_string(), value.map(str::to_string));
         }
@@ -254,16 +260,16 @@ pub fn node_patch(
         },
         ..NodePatch::default()
     };
-    for ((nw, n), after) in work.states.range((name.clone(), String::new())..) {
+    for ((n, nw), after) in work.states.range((name.clone(), String::new())..) {
         if *n != name {
-            continue;
+            break;
         }
         let empty = NodeState::default();
         let before = snapshot_states.get(nw).unwrap_or(&empty);
         patch.state.extend(entry_changes(nw, before, after));
     }
     patch.state.retain(|c| c.expect != c.set);
-    for (nw, n) in &work.removed {
+    for (n, nw) in &work.removed {
         if *n == name {
             patch.remove_state_of.push(nw.clone());
         }

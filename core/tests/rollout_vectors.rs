@@ -71,29 +71,36 @@ fn rollout_4_3_count_ceiling_is_unchanged() {
     assert_eq!(ceiling(&Default::default(), 4), 0);
 }
 
-#[test]
-fn s01_to_s12_batch_size_vectors() {
-    let l = |init, delta, safety| resolve(thresholds(linear(init, delta), None, None, safety));
-    let e = |init, g, safety| resolve(thresholds(exponential(init, g), None, None, safety));
-    let f = |init| resolve(fixed(init));
-    let fresh = BatchProcessingState::fresh();
-    let rows: Vec<(&str, Strategy, i64, BatchProcessingState, i64)> = vec![
-        ("S1", l(1, 2, Some(50)), 20, state(4, 1, 5, true), 3),
-        ("S2", l(1, 2, Some(50)), 20, state(9, 1, 5, true), 7),
-        ("S3", e(1, 2, Some(50)), 20, state(3, 1, 4, true), 2),
-        ("S4", e(1, 3, None), 20, state(1, 1, 2, true), 1),
-        ("S5", e(1, 2, None), 20, state(9, 1, 4, true), 8),
-        ("S6", e(1, 10, None), 20, state(0, 0, 8, false), 20),
-        ("S7", f(3), 5, state(5, 0, 0, false), 1),
-        ("S8", l(1, 1, None), 0, fresh.clone(), 0),
-        ("S9", f(1), 0, fresh.clone(), 1),
-        ("S10", l(4, 1, None), 3, fresh.clone(), 3),
-        ("S11", l(1, 1, Some(50)), 3, state(0, 1, 1, true), 1),
-        ("S12", l(1, 1, Some(50)), 3, state(1, 1, 1, true), 1),
-    ];
-    for (id, strategy, total, st, expected) in rows {
-        assert_eq!(strategy.batch_size(total, &st), expected, "{id}");
-    }
+fn lin(init: i32, delta: i32, safety: Option<i32>) -> Strategy {
+    resolve(thresholds(linear(init, delta), None, None, safety))
+}
+
+fn exp(init: i32, growth: i32, safety: Option<i32>) -> Strategy {
+    resolve(thresholds(exponential(init, growth), None, None, safety))
+}
+
+macro_rules! batch_size_vector {
+    ($($name:ident: $strategy:expr, $total:expr, $state:expr => $expected:expr;)+) => {$(
+        #[test]
+        fn $name() {
+            assert_eq!($strategy.batch_size($total, &$state), $expected);
+        }
+    )+};
+}
+
+batch_size_vector! {
+    s01_linear_shrinks_below_safety_limit: lin(1, 2, Some(50)), 20, state(4, 1, 5, true) => 3;
+    s02_linear_grows_at_safety_limit: lin(1, 2, Some(50)), 20, state(9, 1, 5, true) => 7;
+    s03_exponential_divides_below_safety_limit: exp(1, 2, Some(50)), 20, state(3, 1, 4, true) => 2;
+    s04_exponential_shrink_floors_at_one: exp(1, 3, None), 20, state(1, 1, 2, true) => 1;
+    s05_exponential_grows_past_safety_limit: exp(1, 2, None), 20, state(9, 1, 4, true) => 8;
+    s06_exponential_capped_by_total_then_remaining: exp(1, 10, None), 20, state(0, 0, 8, false) => 20;
+    s07_fixed_nothing_remaining_still_one: resolve(fixed(3)), 5, state(5, 0, 0, false) => 1;
+    s08_linear_empty_compartment_zero: lin(1, 1, None), 0, BatchProcessingState::fresh() => 0;
+    s09_fixed_has_no_zero_total_guard: resolve(fixed(1)), 0, BatchProcessingState::fresh() => 1;
+    s10_linear_initial_capped_by_remaining: lin(4, 1, None), 3, BatchProcessingState::fresh() => 3;
+    s11_linear_shrink_floors_at_one: lin(1, 1, Some(50)), 3, state(0, 1, 1, true) => 1;
+    s12_linear_growth_capped_by_remaining: lin(1, 1, Some(50)), 3, state(1, 1, 1, true) => 1;
 }
 
 #[test]
@@ -122,110 +129,60 @@ fn rollout_2_1_defaults_applied_when_webhook_bypassed() {
     assert!(Strategy::resolve(&DeploymentStrategy::default()).is_none());
 }
 
-struct ScoreRow {
-    id: &'static str,
+/// Scores a batch of `ok`/`bad` nodes from checkpoints `(c, f)` (which already include it)
+/// with `cf` consecutive failures; returns the state and whether the batch failed.
+fn scored(
     strategy: Strategy,
     total: i64,
-    before: (i32, i32, i32),
-    batch: (i64, i64),
-    after_cf: i32,
-    failed: bool,
-    stop: bool,
+    (c, f, cf): (i32, i32, i32),
+    (ok, bad): (i64, i64),
+) -> (BatchProcessingState, bool) {
+    let mut st = BatchProcessingState {
+        current_batch: 3,
+        completed_nodes: c,
+        failed_nodes: f,
+        consecutive_failures: cf,
+        ..Default::default()
+    };
+    let failed = score(&mut st, Some(&strategy), ok + bad, ok, total);
+    assert_eq!(i64::from(st.last_batch_size), ok + bad);
+    assert_eq!(st.last_batch_failed, failed);
+    assert_eq!(st.current_batch, 4);
+    (st, failed)
 }
 
-#[test]
-fn e01_to_e08_scoring_vectors() {
-    let s = |thr, ft, safety| resolve(thresholds(fixed(1), ft, Some(thr), safety));
-    let rows = [
-        ScoreRow {
-            id: "E1",
-            strategy: s(100, Some(2), Some(50)),
-            total: 10,
-            before: (4, 1, 0),
-            batch: (4, 1),
-            after_cf: 1,
-            failed: true,
-            stop: false,
-        },
-        ScoreRow {
-            id: "E2",
-            strategy: s(100, Some(1), Some(50)),
-            total: 10,
-            before: (4, 1, 0),
-            batch: (4, 1),
-            after_cf: 1,
-            failed: true,
-            stop: false,
-        },
-        ScoreRow {
-            id: "E3",
-            strategy: s(100, Some(1), Some(50)),
-            total: 10,
-            before: (0, 1, 0),
-            batch: (0, 1),
-            after_cf: 1,
-            failed: true,
-            stop: true,
-        },
-        ScoreRow {
-            id: "E4",
-            strategy: s(80, Some(1), None),
-            total: 10,
-            before: (4, 1, 1),
-            batch: (4, 1),
-            after_cf: 0,
-            failed: false,
-            stop: false,
-        },
-        ScoreRow {
-            id: "E5",
-            strategy: s(81, Some(1), Some(50)),
-            total: 10,
-            before: (4, 1, 0),
-            batch: (4, 1),
-            after_cf: 1,
-            failed: true,
-            stop: false,
-        },
-        ScoreRow {
-            id: "E6",
-            strategy: s(100, None, None),
-            total: 10,
-            before: (0, 3, 5),
-            batch: (0, 3),
-            after_cf: 6,
-            failed: true,
-            stop: false,
-        },
-        ScoreRow {
-            id: "E8",
-            strategy: s(100, Some(2), Some(100)),
-            total: 10,
-            before: (7, 2, 1),
-            batch: (2, 1),
-            after_cf: 2,
-            failed: true,
-            stop: true,
-        },
-    ];
-    for row in rows {
-        let (c, f, cf) = row.before;
-        let mut st = BatchProcessingState {
-            current_batch: 3,
-            completed_nodes: c,
-            failed_nodes: f,
-            consecutive_failures: cf,
-            ..Default::default()
-        };
-        let (ok, bad) = row.batch;
-        let failed = score(&mut st, Some(&row.strategy), ok + bad, ok, row.total);
-        assert_eq!(failed, row.failed, "{}", row.id);
-        assert_eq!(st.consecutive_failures, row.after_cf, "{}", row.id);
-        assert_eq!(st.should_stop, row.stop, "{}", row.id);
-        assert_eq!(st.last_batch_size as i64, ok + bad, "{}", row.id);
-        assert_eq!(st.last_batch_failed, row.failed, "{}", row.id);
-        assert_eq!(st.current_batch, 4, "{}", row.id);
-    }
+fn thr(batch: i32, failure: Option<i32>, safety: Option<i32>) -> Strategy {
+    resolve(thresholds(fixed(1), failure, Some(batch), safety))
+}
+
+macro_rules! score_vector {
+    ($($name:ident: $strategy:expr, $total:expr, $before:expr, $batch:expr
+        => failed $failed:expr, cf $cf:expr, stop $stop:expr;)+) => {$(
+        #[test]
+        fn $name() {
+            let (st, failed) = scored($strategy, $total, $before, $batch);
+            assert_eq!(failed, $failed);
+            assert_eq!(st.consecutive_failures, $cf);
+            assert_eq!(st.should_stop, $stop);
+        }
+    )+};
+}
+
+score_vector! {
+    e01_failed_batch_at_safety_limit_no_stop: thr(100, Some(2), Some(50)), 10, (4, 1, 0), (4, 1)
+        => failed true, cf 1, stop false;
+    e02_progress_50_is_not_below_safety_50: thr(100, Some(1), Some(50)), 10, (4, 1, 0), (4, 1)
+        => failed true, cf 1, stop false;
+    e03_failure_below_safety_limit_stops: thr(100, Some(1), Some(50)), 10, (0, 1, 0), (0, 1)
+        => failed true, cf 1, stop true;
+    e04_threshold_80_passes_and_resets_failures: thr(80, Some(1), None), 10, (4, 1, 1), (4, 1)
+        => failed false, cf 0, stop false;
+    e05_threshold_81_fails_four_of_five: thr(81, Some(1), Some(50)), 10, (4, 1, 0), (4, 1)
+        => failed true, cf 1, stop false;
+    e06_no_failure_threshold_never_stops: thr(100, None, None), 10, (0, 3, 5), (0, 3)
+        => failed true, cf 6, stop false;
+    e08_safety_limit_100_stops_at_90: thr(100, Some(2), Some(100)), 10, (7, 2, 1), (2, 1)
+        => failed true, cf 2, stop true;
 }
 
 #[test]
@@ -258,52 +215,54 @@ fn sequence(
     (sizes, st)
 }
 
-#[test]
-fn r01_to_r05_all_succeed_sequences() {
-    let none = |_: usize, _: i64| 0;
-    let rows: Vec<(&str, DeploymentStrategy, i64, Vec<i64>, i32)> = vec![
-        ("R1", linear(1, 2), 10, vec![1, 3, 5, 1], 5),
-        ("R2", exponential(1, 2), 10, vec![1, 2, 4, 3], 5),
-        ("R3", fixed(3), 10, vec![3, 3, 3, 1], 5),
-        ("R4", linear(1, 1), 8, vec![1, 2, 3, 2], 5),
-        ("R5", exponential(1, 3), 100, vec![1, 3, 9, 27, 60], 6),
-    ];
-    for (id, strategy, total, expected, current_batch) in rows {
-        let (sizes, st) = sequence(resolve(strategy), total, &none);
-        assert_eq!(sizes, expected, "{id}");
-        assert_eq!(st.current_batch, current_batch, "{id}");
-        assert_eq!(i64::from(st.completed_nodes), total, "{id}");
-        assert_eq!(
-            i64::from(st.last_batch_size),
-            *expected.last().unwrap(),
-            "{id}"
-        );
-    }
+/// R1–R5: the idealised sequence and the same rollout driven through `plan_rollout`.
+fn all_succeed(strategy: DeploymentStrategy, n: usize, expected: &[i64], current_batch: i32) {
+    let (sizes, st) = sequence(resolve(strategy.clone()), n as i64, &|_, _| 0);
+    assert_eq!(sizes, expected);
+    assert_eq!(st.current_batch, current_batch);
+    assert_eq!(st.completed_nodes as usize, n);
+    assert_eq!(i64::from(st.last_batch_size), *expected.last().unwrap());
+    let mut sim = Sim::new(
+        nodewright("policy"),
+        Some(policy(count(1), strategy, vec![])),
+        nodes(n),
+    );
+    sim.run(50);
+    let batches: Vec<i64> = sim.batches["__default__"]
+        .iter()
+        .map(|&b| b as i64)
+        .collect();
+    assert_eq!(batches, expected);
+    let st = sim.batch_state("__default__");
+    assert_eq!(st.current_batch, current_batch);
+    assert_eq!(st.completed_nodes as usize, n);
+    let cs = &sim.status().compartment_statuses["__default__"];
+    assert_eq!((cs.completed, cs.progress_percent), (n as i32, 100));
 }
 
 #[test]
-fn r01_to_r05_through_plan_rollout() {
-    let rows: Vec<(&str, DeploymentStrategy, usize, Vec<usize>, i32)> = vec![
-        ("R1", linear(1, 2), 10, vec![1, 3, 5, 1], 5),
-        ("R2", exponential(1, 2), 10, vec![1, 2, 4, 3], 5),
-        ("R3", fixed(3), 10, vec![3, 3, 3, 1], 5),
-        ("R4", linear(1, 1), 8, vec![1, 2, 3, 2], 5),
-        ("R5", exponential(1, 3), 100, vec![1, 3, 9, 27, 60], 6),
-    ];
-    for (id, strategy, n, expected, current_batch) in rows {
-        let mut sim = Sim::new(
-            nodewright("policy"),
-            Some(policy(count(1), strategy, vec![])),
-            nodes(n),
-        );
-        sim.run(50);
-        assert_eq!(sim.batches["__default__"], expected, "{id}");
-        let st = sim.batch_state("__default__");
-        assert_eq!(st.current_batch, current_batch, "{id}");
-        assert_eq!(st.completed_nodes as usize, n, "{id}");
-        let cs = &sim.status().compartment_statuses["__default__"];
-        assert_eq!((cs.completed, cs.progress_percent), (n as i32, 100), "{id}");
-    }
+fn r01_linear_1_plus_2_over_10() {
+    all_succeed(linear(1, 2), 10, &[1, 3, 5, 1], 5);
+}
+
+#[test]
+fn r02_exponential_times_2_over_10() {
+    all_succeed(exponential(1, 2), 10, &[1, 2, 4, 3], 5);
+}
+
+#[test]
+fn r03_fixed_3_over_10() {
+    all_succeed(fixed(3), 10, &[3, 3, 3, 1], 5);
+}
+
+#[test]
+fn r04_linear_1_plus_1_over_8_chainsaw_linear_strategy() {
+    all_succeed(linear(1, 1), 8, &[1, 2, 3, 2], 5);
+}
+
+#[test]
+fn r05_exponential_times_3_over_100() {
+    all_succeed(exponential(1, 3), 100, &[1, 3, 9, 27, 60], 6);
 }
 
 #[test]

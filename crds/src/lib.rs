@@ -13,7 +13,6 @@ pub mod nodewright;
 pub mod policy;
 pub mod quantity;
 pub mod selector;
-
 pub mod status;
 pub mod validation;
 pub mod version;
@@ -28,6 +27,7 @@ pub use policy::{
     ExponentialStrategy, FixedStrategy, LinearStrategy, PolicyDefault, StrategyType,
 };
 pub use status::{BatchProcessingState, CompartmentStatus, NodeWrightStatus, Stage, State, Status};
+pub use validation::ValidationError;
 
 /// API group of both custom resources.
 pub const GROUP: &str = "nodewright.nvidia.com";

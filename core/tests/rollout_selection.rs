@@ -58,7 +58,7 @@ fn with_state(
     matched: i32,
     state: BatchProcessingState,
 ) -> NodeWright {
-    let mut status = nw.status.take().unwrap_or_else(NodeWrightStatus::default);
+    let mut status = nw.status.take().unwrap_or_default();
     status.compartment_statuses.insert(
         name.to_string(),
         CompartmentStatus {

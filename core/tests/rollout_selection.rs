@@ -11,9 +11,7 @@ use nodewright_core::rollout::{
     Ineligible, NodePriority, NodeView, RolloutDecision, plan_rollout, taint_not_tolerable,
     tolerates,
 };
-use nodewright_crds::{
-    BatchProcessingState, CompartmentStatus, NodeWright, NodeWrightStatus, Status,
-};
+use nodewright_crds::{BatchProcessingState, CompartmentStatus, NodeWright, Status};
 use support::*;
 
 fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {

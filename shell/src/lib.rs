@@ -4,7 +4,10 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod cache;
 pub mod error;
 pub mod interpret;
+pub mod leader;
 pub mod merge;
 pub mod metrics;
+pub mod trace;

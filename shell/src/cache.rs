@@ -1,0 +1,421 @@
+//! Watch caches (kube-runtime reflectors) of everything a pass reads, and snapshot assembly.
+//!
+//! Memory is kept low by stripping what the core never reads (managedFields, node images,
+//! container details of workload pods) before objects enter a store, and by scoping Jobs,
+//! executor pods and ConfigMaps to the operator namespace.
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use nodewright_core::{ClusterInfo, Snapshot};
+use nodewright_crds::{DeploymentPolicy, NodeWright, keys};
+use serde::de::DeserializeOwned;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tracing::warn;
+
+/// Wakes the pass loop; bursts coalesce in the loop's debounce.
+#[derive(Clone, Default)]
+pub struct Trigger(Arc<Notify>);
+
+impl Trigger {
+    /// Requests a pass.
+    pub fn fire(&self) {
+        self.0.notify_one();
+    }
+
+    /// Waits for the next request.
+    pub async fn wait(&self) {
+        self.0.notified().await;
+    }
+}
+
+/// Reader handles of every cache.
+#[derive(Clone)]
+pub struct Caches {
+    /// NodeWright objects.
+    pub nodewrights: Store<NodeWright>,
+    /// DeploymentPolicy objects.
+    pub policies: Store<DeploymentPolicy>,
+    /// Nodes (without images and managedFields).
+    pub nodes: Store<Node>,
+    /// Jobs in the operator namespace carrying the name label.
+    pub jobs: Store<Job>,
+    /// Executor pods in the operator namespace.
+    pub executor_pods: Store<Pod>,
+    /// Scheduled pods cluster-wide, slimmed to what drain classification reads.
+    pub pods: Store<Pod>,
+    /// ConfigMaps in the operator namespace.
+    pub config_maps: Store<ConfigMap>,
+    /// PodDisruptionBudgets cluster-wide.
+    pub pdbs: Store<PodDisruptionBudget>,
+}
+
+/// Starts one watcher + reflector per cache; each event that matters fires `trigger`.
+pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Vec<JoinHandle<()>>) {
+    let mut tasks = Vec::new();
+    let all = watcher::Config::default();
+    let labelled = watcher::Config::default().labels(keys::LABEL_NAME);
+    let executors =
+        watcher::Config::default().labels(&format!("{},{}", keys::LABEL_NAME, keys::PACKAGE));
+    let scheduled = watcher::Config::default().fields("spec.nodeName!=");
+    let changed = Arc::new(Mutex::new(HashMap::new()));
+
+    let nodewrights = spawn(
+        &mut tasks,
+        Api::all(client.clone()),
+        all.clone(),
+        trigger,
+        strip_meta,
+        always,
+    );
+    let policies = spawn(
+        &mut tasks,
+        Api::all(client.clone()),
+        all.clone(),
+        trigger,
+        strip_meta,
+        always,
+    );
+    let node_filter = move |n: &Node| node_changed(&changed, n);
+    let nodes = spawn(
+        &mut tasks,
+        Api::all(client.clone()),
+        all.clone(),
+        trigger,
+        strip_node,
+        node_filter,
+    );
+    let jobs = spawn(
+        &mut tasks,
+        Api::namespaced(client.clone(), namespace),
+        labelled,
+        trigger,
+        strip_meta,
+        always,
+    );
+    let executor_pods = spawn(
+        &mut tasks,
+        Api::namespaced(client.clone(), namespace),
+        executors,
+        trigger,
+        strip_meta,
+        always,
+    );
+    let pods = spawn(
+        &mut tasks,
+        Api::all(client.clone()),
+        scheduled,
+        trigger,
+        strip_pod,
+        always,
+    );
+    let config_maps = spawn(
+        &mut tasks,
+        Api::namespaced(client.clone(), namespace),
+        all.clone(),
+        trigger,
+        strip_meta,
+        always,
+    );
+    let pdbs = spawn(
+        &mut tasks,
+        Api::all(client.clone()),
+        all,
+        trigger,
+        strip_meta,
+        always,
+    );
+    let caches = Caches {
+        nodewrights,
+        policies,
+        nodes,
+        jobs,
+        executor_pods,
+        pods,
+        config_maps,
+        pdbs,
+    };
+    (caches, tasks)
+}
+
+fn always<K>(_: &K) -> bool {
+    true
+}
+
+fn spawn<K, S, F>(
+    tasks: &mut Vec<JoinHandle<()>>,
+    api: Api<K>,
+    config: watcher::Config,
+    trigger: &Trigger,
+    strip: S,
+    mut relevant: F,
+) -> Store<K>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+    S: FnMut(&mut K) + Send + 'static,
+    F: FnMut(&K) -> bool + Send + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let trigger = trigger.clone();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .modify(strip)
+        .reflect(writer);
+    tasks.push(tokio::spawn(async move {
+        drive(stream, move |event| {
+            let fire = match event {
+                Event::Apply(obj) => relevant(obj),
+                Event::Delete(_) | Event::InitDone => true,
+                Event::Init | Event::InitApply(_) => false,
+            };
+            if fire {
+                trigger.fire();
+            }
+        })
+        .await;
+    }));
+    reader
+}
+
+async fn drive<K, St, F>(stream: St, mut on_event: F)
+where
+    St: Stream<Item = Result<Event<K>, watcher::Error>>,
+    F: FnMut(&Event<K>),
+{
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(event) => on_event(&event),
+            Err(e) => warn!(error = %e, "watch error (retrying with backoff)"),
+        }
+    }
+}
+
+use kube::runtime::watcher::watcher;
+
+/// Drops managedFields, which the operator never reads.
+fn strip_meta<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Drops managedFields and the (large) image list of a node.
+fn strip_node(node: &mut Node) {
+    strip_meta(node);
+    if let Some(status) = node.status.as_mut() {
+        status.images = None;
+    }
+}
+
+/// Keeps only what drain classification and interrupt gating read from a workload pod.
+fn strip_pod(pod: &mut Pod) {
+    strip_meta(pod);
+    if let Some(spec) = pod.spec.as_mut() {
+        for c in spec.containers.iter_mut() {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                ..Default::default()
+            };
+        }
+        spec.init_containers = None;
+        spec.ephemeral_containers = None;
+        spec.affinity = None;
+        if let Some(volumes) = spec.volumes.as_mut() {
+            volumes.retain(|v| v.empty_dir.is_some());
+        }
+    }
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = None;
+        status.init_container_statuses = None;
+        status.ephemeral_container_statuses = None;
+    }
+}
+
+/// True when a node changed in a way a pass may care about: metadata, spec, boot id or readiness
+/// (kubelet heartbeats alone do not trigger passes).
+fn node_changed(seen: &Mutex<HashMap<String, u64>>, node: &Node) -> bool {
+    let mut h = DefaultHasher::new();
+    node.metadata.labels.hash(&mut h);
+    node.metadata.annotations.hash(&mut h);
+    node.metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .hash(&mut h);
+    serde_json::to_string(&node.spec)
+        .unwrap_or_default()
+        .hash(&mut h);
+    if let Some(status) = &node.status {
+        status
+            .node_info
+            .as_ref()
+            .map(|i| i.boot_id.clone())
+            .hash(&mut h);
+        for c in status.conditions.iter().flatten() {
+            (c.type_.as_str(), c.status.as_str()).hash(&mut h);
+        }
+    }
+    let fingerprint = h.finish();
+    let name = node.metadata.name.clone().unwrap_or_default();
+    // A poisoned lock only means another watcher callback panicked; the map is still valid.
+    let mut seen = seen.lock().unwrap_or_else(|p| p.into_inner());
+    seen.insert(name, fingerprint) != Some(fingerprint)
+}
+
+impl Caches {
+    /// Waits until every store has completed its initial list.
+    pub async fn wait_ready(&self) {
+        let _ = tokio::join!(
+            self.nodewrights.wait_until_ready(),
+            self.policies.wait_until_ready(),
+            self.nodes.wait_until_ready(),
+            self.jobs.wait_until_ready(),
+            self.executor_pods.wait_until_ready(),
+            self.pods.wait_until_ready(),
+            self.config_maps.wait_until_ready(),
+            self.pdbs.wait_until_ready(),
+        );
+    }
+
+    /// Copies the caches into a [`Snapshot`] for one pass.
+    pub fn snapshot(&self, cluster: &ClusterInfo) -> Snapshot {
+        let nodes = owned(&self.nodes);
+        let touched: BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| node_is_touched(n))
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let executor_uids: BTreeSet<String> = self
+            .executor_pods
+            .state()
+            .iter()
+            .filter_map(|p| p.metadata.uid.clone())
+            .collect();
+        let workload_pods = self
+            .pods
+            .state()
+            .iter()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.as_ref())
+                    .is_some_and(|n| touched.contains(n))
+            })
+            .filter(|p| {
+                !p.metadata
+                    .uid
+                    .as_ref()
+                    .is_some_and(|u| executor_uids.contains(u))
+            })
+            .map(|p| (**p).clone())
+            .collect();
+        let config_maps = self
+            .config_maps
+            .state()
+            .iter()
+            .filter(|cm| {
+                cm.metadata.labels.as_ref().is_some_and(|l| {
+                    l.contains_key(keys::LABEL_NAME) || l.contains_key(keys::NODE_META)
+                })
+            })
+            .map(|cm| (**cm).clone())
+            .collect();
+        Snapshot {
+            nodewrights: owned(&self.nodewrights),
+            policies: owned(&self.policies),
+            nodes,
+            jobs: owned(&self.jobs),
+            executor_pods: owned(&self.executor_pods),
+            workload_pods,
+            config_maps,
+            pod_disruption_budgets: owned(&self.pdbs),
+            cluster: cluster.clone(),
+        }
+    }
+
+    /// Object counts per cache, for the `cache_objects` metric.
+    pub fn sizes(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("nodewright", self.nodewrights.len()),
+            ("deploymentpolicy", self.policies.len()),
+            ("node", self.nodes.len()),
+            ("job", self.jobs.len()),
+            ("executor_pod", self.executor_pods.len()),
+            ("pod", self.pods.len()),
+            ("configmap", self.config_maps.len()),
+            ("pdb", self.pdbs.len()),
+        ]
+    }
+}
+
+/// Nodes whose workload pods a pass may need: cordoned ones and those carrying operator metadata.
+fn node_is_touched(node: &Node) -> bool {
+    let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let prefix = format!("{}/", keys::PREFIX);
+    unschedulable
+        || node
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.keys().any(|k| k.starts_with(&prefix)))
+}
+
+fn owned<K: Clone + Resource>(store: &Store<K>) -> Vec<K>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store.state().iter().map(|o| (**o).clone()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn node_heartbeat_does_not_trigger_but_metadata_does() {
+        let seen = Mutex::new(HashMap::new());
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1", "labels": {"a": "1"}},
+            "status": {"conditions": [{"type": "Ready", "status": "True",
+                        "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}}))
+        .unwrap_or_default();
+        assert!(node_changed(&seen, &node), "first sight triggers");
+        if let Some(c) = node.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+            c[0].last_heartbeat_time = None;
+        }
+        assert!(!node_changed(&seen, &node), "heartbeat alone does not");
+        node.metadata.labels = Some([("a".to_string(), "2".to_string())].into());
+        assert!(node_changed(&seen, &node));
+    }
+
+    #[test]
+    fn strip_pod_keeps_drain_inputs() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "w", "managedFields": [{"manager": "x"}],
+                         "labels": {"l": "1"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i", "env": [{"name": "E"}]}],
+                     "tolerations": [{"operator": "Exists"}],
+                     "volumes": [{"name": "e", "emptyDir": {}}, {"name": "s", "secret": {"secretName": "x"}}]},
+            "status": {"phase": "Running"}})).unwrap_or_default();
+        strip_pod(&mut pod);
+        let v = serde_json::to_value(&pod).unwrap_or_default();
+        assert_eq!(v["metadata"].get("managedFields"), None);
+        assert_eq!(v["spec"]["containers"], json!([{"name": "c"}]));
+        assert_eq!(v["spec"]["volumes"], json!([{"name": "e", "emptyDir": {}}]));
+        assert_eq!(v["spec"]["tolerations"], json!([{"operator": "Exists"}]));
+        assert_eq!(v["status"]["phase"], "Running");
+    }
+}

@@ -1,0 +1,319 @@
+//! Trace recording (`NODEWRIGHT_TRACE=<path>`): the JSONL format of `nodewright_sim::trace`, so
+//! the simulator can replay what this operator saw and decided.
+//!
+//! Before each pass the recorder writes the difference between this snapshot and the previous
+//! one as watch records (a full relist the first time), then the pass and each effect's outcome.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use jiff::Timestamp;
+use kube::Resource;
+use nodewright_core::{Plan, Snapshot};
+use nodewright_sim::interpreter::Outcome as TraceOutcome;
+use nodewright_sim::objects::AnyObject;
+use nodewright_sim::store::EventType;
+use nodewright_sim::trace::{Record, TRACE_VERSION};
+
+use crate::interpret::{Outcome, Report};
+
+/// Environment variables the operator options are read from (recorded in the header).
+pub const OPTION_VARIABLES: &[&str] = &[
+    "NAMESPACE",
+    "DEFAULT_INTERVAL",
+    "IMAGE_PULL_SECRET",
+    "COPY_DIR_ROOT",
+    "AGENT_LOG_ROOT",
+    "REAPPLY_ON_REBOOT",
+    "RUNTIME_REQUIRED_TAINT",
+    "AGENT_IMAGE",
+    "PAUSE_IMAGE",
+    "JOB_TTL_SUCCEEDED",
+    "JOB_TTL_FAILED",
+    "JOB_STAGE_TIMEOUT",
+    "JOB_BACKOFF_LIMIT",
+    "JOB_IMAGE_PULL_GRACE",
+    "PACKAGE_PRIORITY_CLASS_NAME",
+    "PUBLISH_LEGACY_METRICS",
+    "LEADER_ELECTION",
+    "ENABLE_WEBHOOKS",
+    "WEBHOOK_SECRET_NAME",
+    "WEBHOOK_SERVICE_NAME",
+    "METRICS_PORT",
+    "PROBE_PORT",
+    "LOG_ENCODER",
+    "LOG_LEVEL",
+];
+
+type Key = (&'static str, String, String);
+
+/// Writes a trace file.
+pub struct TraceRecorder {
+    out: Box<dyn Write + Send>,
+    seen: Option<HashMap<Key, String>>,
+    pass: u64,
+}
+
+impl TraceRecorder {
+    /// Creates `path` and writes the header.
+    pub fn create(
+        path: &Path,
+        namespace: &str,
+        env: &BTreeMap<String, String>,
+    ) -> std::io::Result<Self> {
+        let file = File::create(path)?;
+        Self::new(Box::new(BufWriter::new(file)), namespace, env)
+    }
+
+    /// A recorder writing to `out`.
+    pub fn new(
+        out: Box<dyn Write + Send>,
+        namespace: &str,
+        env: &BTreeMap<String, String>,
+    ) -> std::io::Result<Self> {
+        let mut r = TraceRecorder {
+            out,
+            seen: None,
+            pass: 0,
+        };
+        let options_env = env
+            .iter()
+            .filter(|(k, _)| OPTION_VARIABLES.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        r.write(&Record::Header {
+            version: TRACE_VERSION,
+            source: format!("nodewright-operator {}", env!("CARGO_PKG_VERSION")),
+            namespace: namespace.to_string(),
+            options_env,
+        })?;
+        Ok(r)
+    }
+
+    fn write(&mut self, record: &Record) -> std::io::Result<()> {
+        serde_json::to_writer(&mut self.out, record)?;
+        self.out.write_all(b"\n")
+    }
+
+    /// Records the snapshot (as a difference) and the plan of one pass; returns its number.
+    pub fn pass(
+        &mut self,
+        at: Timestamp,
+        snapshot: &Snapshot,
+        plan: &Plan,
+    ) -> std::io::Result<u64> {
+        let objects = objects_of(snapshot);
+        let current: HashMap<Key, String> = objects
+            .iter()
+            .map(|(k, rv, _)| (k.clone(), rv.clone()))
+            .collect();
+        match self.seen.take() {
+            None => {
+                let all = objects.iter().map(|(_, _, o)| o.clone()).collect();
+                self.write(&Record::Relist { at, objects: all })?;
+            }
+            Some(previous) => {
+                for (key, rv, object) in &objects {
+                    let event = match previous.get(key) {
+                        None => EventType::Added,
+                        Some(old) if old != rv => EventType::Modified,
+                        Some(_) => continue,
+                    };
+                    self.write(&Record::Watch {
+                        at,
+                        event,
+                        object: object.clone(),
+                    })?;
+                }
+                for key in previous.keys().filter(|k| !current.contains_key(*k)) {
+                    if let Some(object) = tombstone(key) {
+                        self.write(&Record::Watch {
+                            at,
+                            event: EventType::Deleted,
+                            object,
+                        })?;
+                    }
+                }
+            }
+        }
+        self.seen = Some(current);
+        self.pass += 1;
+        self.write(&Record::Pass {
+            at,
+            pass: self.pass,
+            effects: plan.effects.clone(),
+            requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
+            errors: plan.errors.clone(),
+        })?;
+        Ok(self.pass)
+    }
+
+    /// Records how each effect of pass `pass` ended.
+    pub fn outcomes(&mut self, pass: u64, report: &Report) -> std::io::Result<()> {
+        let at = Timestamp::now();
+        for (index, (_, outcome)) in report.outcomes.iter().enumerate() {
+            let outcome = to_trace(outcome);
+            self.write(&Record::Outcome {
+                at,
+                pass,
+                index,
+                outcome,
+            })?;
+        }
+        self.out.flush()
+    }
+}
+
+fn to_trace(outcome: &Outcome) -> TraceOutcome {
+    match outcome {
+        Outcome::Applied => TraceOutcome::Applied,
+        Outcome::Noop => TraceOutcome::Noop,
+        Outcome::Dropped(w) => TraceOutcome::Dropped(w.clone()),
+        Outcome::Waiting(w) => TraceOutcome::Waiting(w.clone()),
+        Outcome::Skipped => TraceOutcome::Skipped,
+        Outcome::Failed(e) => TraceOutcome::Failed(e.to_string()),
+    }
+}
+
+fn key_of<K: Resource>(kind: &'static str, o: &K) -> (Key, String) {
+    let m = o.meta();
+    (
+        (
+            kind,
+            m.namespace.clone().unwrap_or_default(),
+            m.name.clone().unwrap_or_default(),
+        ),
+        m.resource_version.clone().unwrap_or_default(),
+    )
+}
+
+fn objects_of(s: &Snapshot) -> Vec<(Key, String, AnyObject)> {
+    let mut out = Vec::new();
+    macro_rules! add {
+        ($list:expr, $kind:literal, $variant:ident) => {
+            for o in &$list {
+                let (k, rv) = key_of($kind, o);
+                out.push((k, rv, AnyObject::$variant(Box::new(o.clone()))));
+            }
+        };
+    }
+    add!(s.nodes, "Node", Node);
+    add!(s.nodewrights, "NodeWright", NodeWright);
+    add!(s.policies, "DeploymentPolicy", DeploymentPolicy);
+    add!(s.jobs, "Job", Job);
+    add!(s.executor_pods, "Pod", Pod);
+    add!(s.workload_pods, "Pod", Pod);
+    add!(s.config_maps, "ConfigMap", ConfigMap);
+    add!(
+        s.pod_disruption_budgets,
+        "PodDisruptionBudget",
+        PodDisruptionBudget
+    );
+    out
+}
+
+/// A minimal object carrying only the identity of a deleted one.
+fn tombstone(key: &Key) -> Option<AnyObject> {
+    let (kind, namespace, name) = key;
+    let mut meta = serde_json::json!({"name": name});
+    if !namespace.is_empty() {
+        meta["namespace"] = serde_json::json!(namespace);
+    }
+    let (api_version, kind) = match *kind {
+        "Node" => ("v1", "Node"),
+        "NodeWright" => ("nodewright.nvidia.com/v1alpha1", "NodeWright"),
+        "DeploymentPolicy" => ("nodewright.nvidia.com/v1alpha1", "DeploymentPolicy"),
+        "Job" => ("batch/v1", "Job"),
+        "Pod" => ("v1", "Pod"),
+        "ConfigMap" => ("v1", "ConfigMap"),
+        _ => ("policy/v1", "PodDisruptionBudget"),
+    };
+    let mut value = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
+    if matches!(kind, "NodeWright" | "DeploymentPolicy") {
+        value["spec"] = serde_json::json!({});
+    }
+    AnyObject::from_json(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn node(name: &str, rv: &str) -> k8s_openapi::api::core::v1::Node {
+        serde_json::from_value(
+            serde_json::json!({"metadata": {"name": name, "resourceVersion": rv}}),
+        )
+        .unwrap_or_default()
+    }
+
+    #[test]
+    fn trace_records_relist_then_differences_and_replays() {
+        let buf = Buf::default();
+        let env = BTreeMap::from([
+            ("JOB_BACKOFF_LIMIT".to_string(), "2".to_string()),
+            ("HOME".to_string(), "/x".to_string()),
+        ]);
+        let mut rec =
+            TraceRecorder::new(Box::new(buf.clone()), "nodewright", &env).expect("header");
+        let at = Timestamp::UNIX_EPOCH;
+        let s1 = Snapshot {
+            nodes: vec![node("a", "1"), node("b", "1")],
+            ..Snapshot::default()
+        };
+        let s2 = Snapshot {
+            nodes: vec![node("a", "2")],
+            ..Snapshot::default()
+        };
+        rec.pass(at, &s1, &Plan::default()).expect("pass 1");
+        rec.pass(at, &s2, &Plan::default()).expect("pass 2");
+        rec.outcomes(2, &Report::default()).expect("outcomes");
+        let bytes = buf.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let records = nodewright_sim::trace::read_jsonl(&bytes[..]).expect("parses");
+        let kinds: Vec<&str> = records
+            .iter()
+            .map(|r| match r {
+                Record::Header { .. } => "header",
+                Record::Relist { .. } => "relist",
+                Record::Watch {
+                    event: EventType::Modified,
+                    ..
+                } => "modified",
+                Record::Watch {
+                    event: EventType::Deleted,
+                    ..
+                } => "deleted",
+                Record::Watch { .. } => "added",
+                Record::Pass { .. } => "pass",
+                Record::Outcome { .. } => "outcome",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["header", "relist", "pass", "modified", "deleted", "pass"]
+        );
+        if let Record::Header { options_env, .. } = &records[0] {
+            assert_eq!(options_env.len(), 1, "only option variables are recorded");
+        }
+        let report = nodewright_sim::trace::replay(&records, None, &nodewright_core::reconcile)
+            .expect("replays");
+        assert_eq!(report.passes, 2);
+    }
+}

@@ -3,16 +3,22 @@
 //! shell's effect interpreter, with injectable faults, invariant checks after every step,
 //! scenario files, JSONL traces with replay, and timelines.
 
+pub mod actions;
+pub mod expect;
+pub mod explore;
 pub mod facts;
 pub mod interpreter;
 pub mod invariants;
 pub mod merge;
 pub mod objects;
 pub mod operator;
+pub mod scenario;
 pub mod rng;
 pub mod selector;
+pub mod sim;
 pub mod snapshot;
 pub mod store;
 pub mod time;
+pub mod timeline;
 pub mod trace;
 pub mod world;

@@ -1,1 +1,193 @@
-fn main() {}
+//! `nodewright-sim`: run scenario files, replay traces, explore random clusters.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use nodewright_sim::explore::{ExploreConfig, explore};
+use nodewright_sim::operator::real_core;
+use nodewright_sim::scenario::{RunResult, Scenario};
+use nodewright_sim::time::show;
+use nodewright_sim::trace::{read_jsonl, replay, write_jsonl};
+
+/// Deterministic cluster simulator for the NodeWright core.
+#[derive(Parser)]
+#[command(name = "nodewright-sim", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run scenario files (or directories of them) and check their expectations.
+    Run {
+        /// Scenario files or directories.
+        scenarios: Vec<PathBuf>,
+        /// Write `<name>.timeline.txt`, `<name>.svg` and `<name>.trace.jsonl` here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print each scenario's timeline.
+        #[arg(long)]
+        timeline: bool,
+    },
+    /// Replay a JSONL trace: rebuild snapshots, re-run the core, report differing effects.
+    Replay {
+        /// The trace file.
+        trace: PathBuf,
+        /// Print at most this many divergences.
+        #[arg(long, default_value_t = 20)]
+        show: usize,
+    },
+    /// Run random clusters, specs and fault schedules and check the invariants.
+    Explore {
+        /// Number of seeds.
+        #[arg(long, default_value_t = 100)]
+        seeds: u64,
+        /// First seed.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Also require convergence once faults stop.
+        #[arg(long)]
+        converge: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<bool> {
+    match Cli::parse().command {
+        Command::Run { scenarios, out, timeline } => run_scenarios(&scenarios, out.as_deref(), timeline),
+        Command::Replay { trace, show: limit } => {
+            let records = read_jsonl(BufReader::new(File::open(&trace).context("open trace")?))
+                .map_err(anyhow::Error::msg)?;
+            let core = real_core();
+            let report = replay(&records, None, &*core).map_err(anyhow::Error::msg)?;
+            println!(
+                "replayed {} passes, {} effects compared, {} differ",
+                report.passes,
+                report.effects,
+                report.divergences.len()
+            );
+            for d in report.divergences.iter().take(limit) {
+                println!("pass {} at {} effect #{}:", d.pass, d.at, d.index);
+                println!("  recorded: {}", d.recorded.as_ref().map_or("(none)".into(), |v| v.to_string()));
+                println!("  replayed: {}", d.replayed.as_ref().map_or("(none)".into(), |v| v.to_string()));
+            }
+            Ok(report.divergences.is_empty())
+        }
+        Command::Explore { seeds, first, converge } => {
+            let started = std::time::Instant::now();
+            let summary = explore(&ExploreConfig {
+                seeds,
+                first,
+                require_convergence: converge,
+                ..Default::default()
+            });
+            println!("{}", summary.render());
+            println!("wall time {:.1}s", started.elapsed().as_secs_f64());
+            Ok(summary.failures.is_empty())
+        }
+    }
+}
+
+fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
+                .collect();
+            entries.sort();
+            files.extend(entries);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn run_scenarios(paths: &[PathBuf], out: Option<&Path>, print_timeline: bool) -> Result<bool> {
+    let files = collect(paths)?;
+    let (mut passed, mut failed, mut pending, mut unpend) = (0, 0, 0, Vec::new());
+    for file in files {
+        let text = std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
+        let scenario = Scenario::from_yaml(&text)
+            .map_err(anyhow::Error::msg)
+            .with_context(|| format!("parse {}", file.display()))?;
+        let result = scenario.run(real_core(), out.is_some()).map_err(anyhow::Error::msg)?;
+        print_result(&result);
+        if print_timeline {
+            println!("{}", result.timeline.to_text());
+        }
+        if let Some(dir) = out {
+            write_outputs(dir, &result)?;
+        }
+        match (&result.pending, result.passed) {
+            (None, true) => passed += 1,
+            (None, false) => failed += 1,
+            (Some(_), false) => pending += 1,
+            (Some(_), true) => {
+                pending += 1;
+                unpend.push(result.name.clone());
+            }
+        }
+    }
+    println!("\n{passed} passed, {failed} failed, {pending} pending (expected to fail while the core is incomplete)");
+    if !unpend.is_empty() {
+        println!("pending scenarios that now PASS (remove their `pending:`): {}", unpend.join(", "));
+    }
+    Ok(failed == 0)
+}
+
+fn print_result(r: &RunResult) {
+    let verdict = match (&r.pending, r.passed) {
+        (None, true) => "PASS".to_string(),
+        (None, false) => "FAIL".to_string(),
+        (Some(why), false) => format!("PENDING ({why})"),
+        (Some(_), true) => "PENDING-BUT-PASSES".to_string(),
+    };
+    println!(
+        "{verdict:<10} {:<34} [{}] met at {}, ended {}, {} passes",
+        r.name,
+        r.spec,
+        r.met_at.map_or("-".into(), show),
+        show(r.ended_at),
+        r.passes
+    );
+    if r.passed || r.pending.is_some() && r.violations.is_empty() && r.failures.len() > 3 {
+        if !r.passed {
+            println!("    first unmet: {}", r.failures[0]);
+        }
+        return;
+    }
+    for f in r.failures.iter().take(8) {
+        println!("    unmet: {f}");
+    }
+    if let Some(v) = r.violations.first() {
+        println!("    INVARIANT {} at {}: {}", v.rule, show(v.at), v.message);
+        println!("    ({} violations in total; trace with --out)", r.violations.len());
+    }
+}
+
+fn write_outputs(dir: &Path, r: &RunResult) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(format!("{}.timeline.txt", r.name)), r.timeline.to_text())?;
+    std::fs::write(dir.join(format!("{}.svg", r.name)), r.timeline.to_svg(&format!("{} — {}", r.name, r.spec)))?;
+    let mut w = BufWriter::new(File::create(dir.join(format!("{}.trace.jsonl", r.name)))?);
+    write_jsonl(&r.trace, &mut w)?;
+    Ok(())
+}

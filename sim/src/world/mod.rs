@@ -8,12 +8,14 @@ mod nodes;
 pub mod script;
 mod workloads;
 
+
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use nodewright_crds::keys;
 
-pub use nodes::NodeRun;
+pub use nodes::{NodeRun, set_ready_for_start};
 pub use script::{Attempt, PackageScript, PodIdentity, Scripts};
 pub use jobctl::{job_condition, job_finished};
 pub use workloads::EvictOutcome;

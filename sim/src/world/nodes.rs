@@ -109,3 +109,8 @@ impl World {
         let _ = self.store.modify::<Node>(None, node, |n| set_ready(n, up, None, at));
     }
 }
+
+/// Marks a freshly defined node Ready with its first boot id.
+pub fn set_ready_for_start(node: &mut Node, name: &str) {
+    set_ready(node, true, Some(boot_id(name, 0)), 0);
+}

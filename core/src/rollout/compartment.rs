@@ -5,8 +5,8 @@ use nodewright_crds::{DeploymentBudget, DeploymentPolicy, NodeWright, StrategyTy
 
 use super::NodeView;
 use super::budget::{ceiling, legacy_budget, legacy_initial_batch};
-use super::selector;
 use super::strategy::{Strategy, safety_rank};
+use nodewright_crds::selector;
 
 /// Name of the compartment for nodes matching no named compartment.
 pub const DEFAULT_COMPARTMENT: &str = keys::DEFAULT_COMPARTMENT;

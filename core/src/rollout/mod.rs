@@ -50,7 +50,6 @@ mod priority;
 mod report;
 mod reset;
 mod select;
-mod selector;
 mod strategy;
 
 use std::collections::BTreeMap;

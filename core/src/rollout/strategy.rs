@@ -3,16 +3,18 @@
 
 use nodewright_crds::{BatchProcessingState, DeploymentStrategy, StrategyType};
 
+use nodewright_crds::defaults;
+
 /// Default `initialBatch`.
-pub const DEFAULT_INITIAL_BATCH: i64 = 1;
+pub const DEFAULT_INITIAL_BATCH: i64 = defaults::DEFAULT_INITIAL_BATCH as i64;
 /// Default linear `delta`.
-pub const DEFAULT_DELTA: i64 = 1;
+pub const DEFAULT_DELTA: i64 = defaults::DEFAULT_DELTA as i64;
 /// Default exponential `growthFactor`.
-pub const DEFAULT_GROWTH_FACTOR: i64 = 2;
+pub const DEFAULT_GROWTH_FACTOR: i64 = defaults::DEFAULT_GROWTH_FACTOR as i64;
 /// Default `batchThreshold` (percent).
-pub const DEFAULT_BATCH_THRESHOLD: i64 = 100;
+pub const DEFAULT_BATCH_THRESHOLD: i64 = defaults::DEFAULT_BATCH_THRESHOLD as i64;
 /// Default `safetyLimit` (percent).
-pub const DEFAULT_SAFETY_LIMIT: i64 = 50;
+pub const DEFAULT_SAFETY_LIMIT: i64 = defaults::DEFAULT_SAFETY_LIMIT as i64;
 
 /// How a strategy grows its batches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -21,17 +21,34 @@ pub const QUANTITY_FORMAT_MESSAGE: &str =
 #[error("{QUANTITY_FORMAT_MESSAGE}")]
 pub struct QuantityError(pub String);
 
+/// The notation a quantity was written in; it decides the canonical spelling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Decimal SI suffixes (`m`, `k`, `M`, ...) or none.
+    DecimalSi,
+    /// Binary SI suffixes (`Ki`, `Mi`, ...).
+    BinarySi,
+    /// A decimal exponent (`e3`).
+    DecimalExponent,
+}
+
 /// A parsed quantity: an exact decimal `±digits × 10^exponent`, plus the text it came from.
 ///
-/// Equality and ordering are by value (`1k == 1000`); [`fmt::Display`] shows the original text.
+/// Values finer than 1n round up (away from zero) to 1n, as in Kubernetes. Equality and ordering
+/// are by value (`1k == 1000`); [`fmt::Display`] shows the original text and
+/// [`Q::canonical`] the spelling Kubernetes would store.
 #[derive(Clone, Debug)]
 pub struct Q {
     negative: bool,
     /// Significant digits (0–9), no leading or trailing zeros; empty for zero.
     digits: Vec<u8>,
     exponent: i64,
+    format: Format,
     text: String,
 }
+
+/// Exponent of the finest representable unit (nano).
+const NANO: i64 = -9;
 
 /// Parses a Kubernetes quantity string (surrounding whitespace ignored, as in JSON decoding).
 pub fn parse_quantity(text: &str) -> Result<Q, QuantityError> {
@@ -52,17 +69,41 @@ pub fn parse_quantity(text: &str) -> Result<Q, QuantityError> {
         .map(|b| b - b'0')
         .collect();
     let frac_len = i64::try_from(frac_part.len()).map_err(|_| err())?;
-    let (exp10, pow1024) = suffix_scale(suffix).ok_or_else(err)?;
+    let (exp10, pow1024, format) = suffix_scale(suffix).ok_or_else(err)?;
     for _ in 0..pow1024 {
         multiply_small(&mut digits, 1024);
     }
-    let exponent = exp10.checked_sub(frac_len).ok_or_else(err)?;
-    Ok(Q::normalized(
-        negative,
-        digits,
-        exponent,
-        trimmed.to_string(),
-    ))
+    let mut exponent = exp10.checked_sub(frac_len).ok_or_else(err)?;
+    if exponent < NANO {
+        round_up_to_nano(&mut digits, &mut exponent);
+    }
+    let mut q = Q::normalized(negative, digits, exponent, trimmed.to_string());
+    q.format = format;
+    Ok(q)
+}
+
+/// Drops digits finer than 1n, rounding the magnitude up when any dropped digit is non-zero.
+fn round_up_to_nano(digits: &mut Vec<u8>, exponent: &mut i64) {
+    let drop = usize::try_from(NANO - *exponent).unwrap_or(usize::MAX);
+    let keep = digits.len().saturating_sub(drop);
+    let inexact = digits[keep..].iter().any(|d| *d != 0);
+    digits.truncate(keep);
+    *exponent = NANO;
+    if inexact {
+        add_one(digits);
+    }
+}
+
+/// Adds one unit in the last place of a big-endian digit vector.
+fn add_one(digits: &mut Vec<u8>) {
+    for d in digits.iter_mut().rev() {
+        if *d < 9 {
+            *d += 1;
+            return;
+        }
+        *d = 0;
+    }
+    digits.insert(0, 1);
 }
 
 impl TryFrom<&Quantity> for Q {
@@ -81,28 +122,30 @@ fn split_sign(text: &str) -> (bool, &str) {
     }
 }
 
-/// (power of ten, power of 1024) of a suffix, or `None` when the suffix is not valid.
-fn suffix_scale(suffix: &str) -> Option<(i64, u32)> {
-    let scale = match suffix {
-        "" => (0, 0),
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 1),
-        "Mi" => (0, 2),
-        "Gi" => (0, 3),
-        "Ti" => (0, 4),
-        "Pi" => (0, 5),
-        "Ei" => (0, 6),
-        _ => return exponent_suffix(suffix).map(|e| (e, 0)),
-    };
-    Some(scale)
+const DECIMAL_SUFFIXES: &[(&str, i64)] = &[
+    ("n", -9),
+    ("u", -6),
+    ("m", -3),
+    ("", 0),
+    ("k", 3),
+    ("M", 6),
+    ("G", 9),
+    ("T", 12),
+    ("P", 15),
+    ("E", 18),
+];
+
+const BINARY_SUFFIXES: &[&str] = &["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+
+/// (power of ten, power of 1024, notation) of a suffix, or `None` when it is not valid.
+fn suffix_scale(suffix: &str) -> Option<(i64, u32, Format)> {
+    if let Some((_, exp)) = DECIMAL_SUFFIXES.iter().find(|(s, _)| *s == suffix) {
+        return Some((*exp, 0, Format::DecimalSi));
+    }
+    if let Some(pow) = BINARY_SUFFIXES[1..].iter().position(|s| *s == suffix) {
+        return Some((0, u32::try_from(pow + 1).ok()?, Format::BinarySi));
+    }
+    exponent_suffix(suffix).map(|e| (e, 0, Format::DecimalExponent))
 }
 
 fn exponent_suffix(suffix: &str) -> Option<i64> {
@@ -113,6 +156,25 @@ fn exponent_suffix(suffix: &str) -> Option<i64> {
     }
     let value: i64 = digits.parse().ok()?;
     Some(if negative { -value } else { value })
+}
+
+/// Divides a big-endian decimal digit vector by a small divisor: (quotient, remainder).
+fn divide_small(digits: &[u8], divisor: u32) -> (Vec<u8>, u32) {
+    let mut quotient = Vec::with_capacity(digits.len());
+    let mut remainder = 0u32;
+    for d in digits {
+        let current = remainder * 10 + u32::from(*d);
+        let q = current / divisor;
+        if !(quotient.is_empty() && q == 0) {
+            quotient.push(q as u8);
+        }
+        remainder = current % divisor;
+    }
+    (quotient, remainder)
+}
+
+fn digit_string(digits: &[u8]) -> String {
+    digits.iter().map(|d| char::from(b'0' + d)).collect()
 }
 
 /// Multiplies a big-endian decimal digit vector in place by a small factor.
@@ -137,18 +199,13 @@ impl Q {
             digits.pop();
             exponent += 1;
         }
-        if digits.is_empty() {
-            return Self {
-                negative: false,
-                digits,
-                exponent: 0,
-                text,
-            };
-        }
+        let negative = negative && !digits.is_empty();
+        let exponent = if digits.is_empty() { 0 } else { exponent };
         Self {
             negative,
             digits,
             exponent,
+            format: Format::DecimalSi,
             text,
         }
     }
@@ -172,8 +229,72 @@ impl Q {
         &self.text
     }
 
-    /// A canonical spelling of the exact value (`<digits>e<exponent>`), equal for equal values.
+    /// The spelling Kubernetes stores and prints for this quantity: `1000m` → `1`, `0.5` → `500m`,
+    /// `2048Ki` → `2Mi`, `1.5Ki` → `1536`, `1000e0` → `1e3`.
     pub fn canonical(&self) -> String {
+        if self.is_zero() {
+            return "0".to_string();
+        }
+        let sign = if self.negative { "-" } else { "" };
+        let binary = self.format == Format::BinarySi;
+        if binary && self.exponent >= 0 && !self.below_1024() {
+            return format!("{sign}{}", self.binary_spelling());
+        }
+        let format = if binary {
+            Format::DecimalSi
+        } else {
+            self.format
+        };
+        format!("{sign}{}", self.decimal_spelling(format))
+    }
+
+    fn below_1024(&self) -> bool {
+        let k = Self::normalized(false, vec![1, 0, 2, 4], 0, String::new());
+        self.cmp_magnitude(&k) == Ordering::Less
+    }
+
+    /// Mantissa with the exponent lowered to a multiple of three, plus the suffix.
+    fn decimal_spelling(&self, format: Format) -> String {
+        let pad = self.exponent.rem_euclid(3);
+        let exponent = self.exponent - pad;
+        let mut mantissa = digit_string(&self.digits);
+        mantissa.extend(std::iter::repeat_n('0', pad as usize));
+        let suffix = match format {
+            Format::DecimalExponent if exponent == 0 => String::new(),
+            Format::DecimalExponent => format!("e{exponent}"),
+            _ => DECIMAL_SUFFIXES
+                .iter()
+                .find(|(_, e)| *e == exponent)
+                .map_or_else(|| format!("e{exponent}"), |(s, _)| s.to_string()),
+        };
+        format!("{mantissa}{suffix}")
+    }
+
+    /// An integer of at least 1024 divided by 1024 as often as it divides exactly (up to `Ei`).
+    fn binary_spelling(&self) -> String {
+        let zeros = usize::try_from(self.exponent).unwrap_or(0);
+        let mut value: Vec<u8> = self.digits.clone();
+        value.extend(std::iter::repeat_n(0, zeros));
+        let mut power = 0;
+        while power + 1 < BINARY_SUFFIXES.len() {
+            let (quotient, remainder) = divide_small(&value, 1024);
+            if remainder != 0 {
+                break;
+            }
+            value = quotient;
+            power += 1;
+        }
+        format!("{}{}", digit_string(&value), BINARY_SUFFIXES[power])
+    }
+
+    /// The notation the quantity was written in.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// A key of the exact value (`<digits>e<exponent>`): equal strings iff equal values, whatever
+    /// the notation. Use it to compare or fingerprint quantities by value.
+    pub fn value_key(&self) -> String {
         if self.is_zero() {
             return "0".to_string();
         }
@@ -244,7 +365,7 @@ mod tests {
         for group in groups {
             for pair in group.windows(2) {
                 assert_eq!(q(pair[0]), q(pair[1]), "{pair:?}");
-                assert_eq!(q(pair[0]).canonical(), q(pair[1]).canonical(), "{pair:?}");
+                assert_eq!(q(pair[0]).value_key(), q(pair[1]).value_key(), "{pair:?}");
             }
         }
     }
@@ -271,12 +392,55 @@ mod tests {
     }
 
     #[test]
+    fn quantity_canonical_spelling_like_kubernetes() {
+        let cases = [
+            ("0", "0"),
+            ("0Gi", "0"),
+            ("1000m", "1"),
+            ("1.0", "1"),
+            ("0.5", "500m"),
+            ("1500m", "1500m"),
+            ("1.5m", "1500u"),
+            ("1000", "1k"),
+            ("1500", "1500"),
+            ("2G", "2G"),
+            ("-1k", "-1k"),
+            ("1024", "1024"),
+            ("2048Ki", "2Mi"),
+            ("1536Mi", "1536Mi"),
+            ("1.5Gi", "1536Mi"),
+            ("0.5Gi", "512Mi"),
+            ("1.5Ki", "1536"),
+            ("0.5Ki", "512"),
+            ("1024Ei", "1024Ei"),
+            ("1e3", "1e3"),
+            ("1000e0", "1e3"),
+            ("12e-1", "1200e-3"),
+            ("1e0", "1"),
+            ("0.1n", "1n"),
+            ("-0.0000000001", "-1n"),
+            ("1.0000000001", "1000000001n"),
+        ];
+        for (text, canonical) in cases {
+            assert_eq!(q(text).canonical(), canonical, "{text}");
+        }
+    }
+
+    #[test]
+    fn quantity_rounds_up_below_nano() {
+        assert_eq!(q("0.1n"), q("1n"));
+        assert_eq!(q("0.9n"), q("1n"));
+        assert_eq!(q("1e-12"), q("1n"));
+        assert!(q("1.5n") == q("2n"));
+    }
+
+    #[test]
     fn quantity_sign_and_display() {
         assert_eq!(q("-500m").signum(), -1);
         assert_eq!(q("0Gi").signum(), 0);
         assert!(q("0Gi").is_zero());
         assert_eq!(q("2Gi").signum(), 1);
         assert_eq!(q(" 500m ").to_string(), "500m");
-        assert_eq!(q("1Ki").canonical(), "1024e0");
+        assert_eq!(q("1Ki").value_key(), "1024e0");
     }
 }

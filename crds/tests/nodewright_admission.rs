@@ -409,6 +409,13 @@ fn check_4h_cpu_limit_below_request_rejected() {
         reject(&nw),
         r#"package "dexter": cpuLimit (1) must be >= cpuRequest (1500m)"#
     );
+    // Quantities are printed in Kubernetes' canonical spelling, as the Go webhook does.
+    let spelled =
+        with(|nw| pkg(nw, "dexter").resources = resources(["1.5", "1000m", "1Gi", "1Gi"]));
+    assert_eq!(
+        reject(&spelled),
+        r#"package "dexter": cpuLimit (1) must be >= cpuRequest (1500m)"#
+    );
 }
 
 #[test]

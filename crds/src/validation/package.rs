@@ -206,15 +206,15 @@ fn check_resources(key: &str, res: Option<&ResourceRequirements>) -> Result<(), 
     if cpu_lim < cpu_req {
         return Err(ValidationError::CpuLimitBelowRequest {
             key: key.to_string(),
-            limit: cpu_lim.to_string(),
-            request: cpu_req.to_string(),
+            limit: cpu_lim.canonical(),
+            request: cpu_req.canonical(),
         });
     }
     if mem_lim < mem_req {
         return Err(ValidationError::MemoryLimitBelowRequest {
             key: key.to_string(),
-            limit: mem_lim.to_string(),
-            request: mem_req.to_string(),
+            limit: mem_lim.canonical(),
+            request: mem_req.canonical(),
         });
     }
     if [&cpu_req, &cpu_lim, &mem_req, &mem_lim]

@@ -1,0 +1,103 @@
+//! One reconcile pass over large clusters: 1,000 nodes × 5 packages and 10,000 nodes × 10
+//! packages, every node mid-rollout (half complete, half with an apply in flight).
+//!
+//! Run: `cargo bench -p nodewright-core --bench plan`
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use nodewright_core::{Options, Snapshot, reconcile};
+use nodewright_crds::{
+    InterruptionBudget, NodeState, NodeWright, NodeWrightSpec, Package, PackageStatus, Stage,
+    State, keys,
+};
+
+fn main() {
+    divan::main();
+}
+
+fn cluster(nodes: usize, packages: usize) -> Snapshot {
+    let mut nw = NodeWright::new(
+        "bench",
+        NodeWrightSpec {
+            priority: 200,
+            interruption_budget: Some(InterruptionBudget {
+                percent: Some(10),
+                count: None,
+            }),
+            ..NodeWrightSpec::default()
+        },
+    );
+    nw.metadata.uid = Some("uid".into());
+    nw.metadata.generation = Some(1);
+    nw.metadata.finalizers = Some(vec![keys::FINALIZER.into()]);
+    for p in 0..packages {
+        let name = format!("pkg{p:02}");
+        nw.spec.packages.insert(
+            name.clone(),
+            Package {
+                name: name.clone(),
+                version: "1.0.0".into(),
+                image: format!("ghcr.io/example/{name}"),
+                ..Package::default()
+            },
+        );
+    }
+    let nodes = (0..nodes)
+        .map(|i| {
+            let name = format!("node-{i:05}");
+            let mut doc = NodeState::default();
+            for p in 0..packages {
+                let (stage, state) = if i % 2 == 0 {
+                    (Stage::Config, State::Complete)
+                } else {
+                    (Stage::Apply, State::InProgress)
+                };
+                doc.upsert(PackageStatus {
+                    name: format!("pkg{p:02}"),
+                    version: "1.0.0".into(),
+                    image: format!("ghcr.io/example/pkg{p:02}"),
+                    container_sha: String::new(),
+                    stage,
+                    state: Some(state),
+                    restarts: 0,
+                });
+            }
+            let status = if i % 2 == 0 { "complete" } else { "in_progress" };
+            Node {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    creation_timestamp: Some(Time("2025-01-01T00:00:00Z".parse().unwrap())),
+                    labels: Some(BTreeMap::from([(keys::node_status("bench"), status.into())])),
+                    annotations: Some(BTreeMap::from([
+                        (keys::node_state("bench"), doc.to_annotation()),
+                        (keys::node_status("bench"), status.into()),
+                    ])),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(NodeSpec::default()),
+                status: Some(NodeStatus {
+                    node_info: Some(NodeSystemInfo {
+                        boot_id: "boot".into(),
+                        ..NodeSystemInfo::default()
+                    }),
+                    ..NodeStatus::default()
+                }),
+            }
+        })
+        .collect();
+    Snapshot {
+        nodewrights: vec![nw],
+        nodes,
+        ..Snapshot::default()
+    }
+}
+
+#[divan::bench(args = [(1_000, 5), (10_000, 10)], sample_count = 5, sample_size = 1)]
+fn plan_one_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let snapshot = cluster(nodes, packages);
+    let options = Options::default();
+    let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    bencher.bench(|| reconcile(divan::black_box(&snapshot), &options, now));
+}

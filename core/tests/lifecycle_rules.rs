@@ -1,0 +1,612 @@
+//! Rule tests for the pass: each test names the rule ids it covers (02-lifecycle.md).
+
+mod fixtures;
+
+use fixtures::*;
+use nodewright_core::Effect;
+use nodewright_core::lifecycle::{dag::Dag, interrupts, predicates, status};
+use nodewright_crds::{InterruptType, Stage, State, Status, keys};
+
+/// Runs one pass and applies it.
+fn step(s: &mut nodewright_core::Snapshot) -> nodewright_core::Plan {
+    let plan = pass(s);
+    apply(s, &plan);
+    plan
+}
+
+/// Steps until a pass creates a Job (or `max` passes); returns that pass's plan.
+fn until_created(s: &mut nodewright_core::Snapshot, max: usize) -> nodewright_core::Plan {
+    for _ in 0..max {
+        let plan = step(s);
+        if !created(&plan).is_empty() {
+            return plan;
+        }
+    }
+    panic!("nothing created in {max} passes");
+}
+
+/// Steps until a pass emits an effect of `tag`; returns that plan.
+fn until(s: &mut nodewright_core::Snapshot, tag: &str, max: usize) -> nodewright_core::Plan {
+    for _ in 0..max {
+        let plan = step(s);
+        if count(&plan, tag) > 0 {
+            return plan;
+        }
+    }
+    panic!("no {tag} in {max} passes");
+}
+
+fn events(plan: &nodewright_core::Plan) -> Vec<(String, String)> {
+    plan.effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Event(ev) => Some((ev.reason.clone(), ev.action.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn one_pkg() -> nodewright_core::Snapshot {
+    snapshot(vec![with_pkg(nw("demo"), "dexter", "1.2.3")], vec![node("n1")])
+}
+
+#[test]
+fn r1_no_nodewright_plans_nothing_and_never_requeues() {
+    let plan = pass(&snapshot(vec![], vec![node("n1")]));
+    assert!(plan.effects.is_empty());
+    assert_eq!(plan.requeue_after, None);
+}
+
+#[test]
+fn r1_r6_2_no_nodes_still_adds_finalizer() {
+    let mut n = nw("demo");
+    n.metadata.finalizers = None;
+    let plan = pass(&snapshot(vec![n], vec![]));
+    assert_eq!(count(&plan, "addFinalizer"), 1);
+}
+
+#[test]
+fn r2_1_invalid_selector_is_an_error_and_other_nodewrights_proceed() {
+    let mut bad = with_pkg(nw("bad"), "a", "1.0.0");
+    bad.spec.node_selector = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_expressions: Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                key: "x".into(),
+                operator: "Bogus".into(),
+                values: None,
+            },
+        ]),
+        match_labels: None,
+    });
+    let mut s = snapshot(vec![bad, with_pkg(nw("good"), "a", "1.0.0")], vec![node("n1")]);
+    let plan = step(&mut s);
+    assert!(plan.errors.iter().any(|e| e.contains("bad")));
+    converge(&mut s, 10);
+    assert_eq!(node_status(&s, "n1", "good"), Some(Status::Complete));
+}
+
+#[test]
+fn r2_2_malformed_node_state_raises_condition_and_leaves_other_nodewright_alone() {
+    let mut n1 = node("n1");
+    set_annotation(&mut n1, &keys::node_state("broken"), "{not json");
+    let mut fine = with_pkg(nw("fine"), "b", "1.0.0");
+    fine.spec.priority = 1; // a malformed predecessor would (correctly) hold it waiting
+    let mut s = snapshot(vec![with_pkg(nw("broken"), "a", "1.0.0"), fine], vec![n1]);
+    let mut plan = step(&mut s);
+    for _ in 0..4 {
+        if s.nodewrights.iter().any(|n| n.metadata.name.as_deref() == Some("broken") && n.status.is_some()) {
+            break;
+        }
+        plan = step(&mut s);
+    }
+    let st = s.nodewrights.iter().find(|n| n.metadata.name.as_deref() == Some("broken")).unwrap();
+    let cond = status::condition(&st.status.as_ref().unwrap().conditions, "NodeStateMalformed").unwrap();
+    assert_eq!(cond.reason, "ParseError");
+    assert!(plan.effects.iter().all(|e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.nodewright == "broken"))));
+    converge(&mut s, 20);
+    assert_eq!(node_status(&s, "n1", "fine"), Some(Status::Complete));
+    assert_eq!(doc_raw(&s, "n1", "broken").as_deref(), Some("{not json"));
+}
+
+fn doc_raw(s: &nodewright_core::Snapshot, node: &str, nw: &str) -> Option<String> {
+    let n = s.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node)).unwrap();
+    n.metadata.annotations.as_ref().and_then(|a| a.get(&keys::node_state(nw))).cloned()
+}
+
+#[test]
+fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
+    let mut s = one_pkg();
+    let first = step(&mut s);
+    assert!(created(&first).is_empty(), "introspection ends the pass");
+    assert_eq!(first.requeue_after, Some(std::time::Duration::from_secs(2)));
+    let second = until_created(&mut s, 10);
+    assert_eq!(created_stages(&second), vec![("n1".to_string(), "apply".to_string())]);
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!((e.stage, e.state, e.restarts), (Stage::Apply, Some(State::InProgress), 0));
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::InProgress));
+    let ev = events(&second);
+    assert_eq!(ev.iter().filter(|e| e.0 == "Apply" && e.1 == "ApplyPackage").count(), 2);
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert!(status::condition(&st.conditions, "ApplyPackage").is_some());
+}
+
+#[test]
+fn t05_t06_completion_recorded_then_config_started() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    finish_jobs(&mut s, true);
+    let plan = until_created(&mut s, 10);
+    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "config".to_string())]);
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!((e.stage, e.state), (Stage::Config, Some(State::InProgress)));
+}
+
+#[test]
+fn inv16_1_one_executor_per_package_per_node() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    for _ in 0..3 {
+        let plan = step(&mut s);
+        assert!(created(&plan).is_empty(), "an unfinished executor exists");
+    }
+}
+
+#[test]
+fn t02_vanished_executor_is_replaced_at_the_same_stage() {
+    let mut s = snapshot(
+        vec![with_pkg(nw("demo"), "dexter", "1.2.3")],
+        vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::InProgress)])],
+    );
+    let plan = until_created(&mut s, 10);
+    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "config".to_string())]);
+}
+
+#[test]
+fn d4_q10_erroring_post_interrupt_resumes_at_its_own_stage() {
+    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Noop, &[]);
+    let mut n1 = with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::PostInterrupt, State::Erroring)]);
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let plan = until_created(&mut s, 10);
+    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "post-interrupt".to_string())]);
+}
+
+#[test]
+fn t04_terminal_failure_marks_entry_and_node_erroring() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    finish_jobs(&mut s, false);
+    step(&mut s);
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!((e.stage, e.state), (Stage::Apply, Some(State::Erroring)));
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Erroring));
+    let plan = step(&mut s);
+    assert!(created(&plan).is_empty(), "A6: a parked failure is not recreated");
+}
+
+#[test]
+fn t20_outcome_for_absent_entry_writes_no_state() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    // A reset removed the document while the Job ran.
+    s.nodes[0].metadata.annotations.as_mut().unwrap().remove(&keys::node_state("demo"));
+    finish_jobs(&mut s, true);
+    let plan = pass(&s);
+    assert!(plan.effects.iter().all(|e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.set.as_ref().is_some_and(|x| x.state == Some(State::Complete))))));
+}
+
+fn interrupt_world() -> nodewright_core::Snapshot {
+    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Reboot, &[]);
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    s.workload_pods.push(workload_pod("web", "n1"));
+    s
+}
+
+#[test]
+fn b1_inv16_4_cordon_first_then_drain_on_a_later_pass() {
+    let mut s = interrupt_world();
+    let cordon = until(&mut s, "patchNode", 1);
+    let cordon = if cordon.effects.iter().any(|e| matches!(e, Effect::PatchNode(p) if p.unschedulable.is_some())) { cordon } else {
+        let mut found = None;
+        for _ in 0..5 {
+            let plan = step(&mut s);
+            if plan.effects.iter().any(|e| matches!(e, Effect::PatchNode(p) if p.unschedulable.is_some())) { found = Some(plan); break; }
+        }
+        found.expect("a cordon pass")
+    };
+    assert_eq!(count(&cordon, "evict"), 0, "no eviction in the cordoning pass");
+    assert!(created(&cordon).is_empty());
+    let patch = cordon.effects.iter().find_map(|e| match e { Effect::PatchNode(p) if p.unschedulable.is_some() => Some(p), _ => None }).unwrap();
+    assert_eq!(patch.unschedulable, Some(true));
+    assert_eq!(patch.annotations.get(&keys::cordon("demo")), Some(&Some("true".to_string())));
+    let drain = step(&mut s);
+    assert_eq!(count(&drain, "evict"), 1);
+    assert!(events(&drain).contains(&("Drain".into(), "DrainNode".into())), "E4");
+    assert!(created(&drain).is_empty(), "inv16_3: not before the drain finished");
+    let start = until_created(&mut s, 10);
+    assert_eq!(created_stages(&start), vec![("n1".to_string(), "apply".to_string())]);
+}
+
+#[test]
+fn inv16_5_b7_inv16_6_uncordon_only_when_complete_and_through_ownership() {
+    let mut s = interrupt_world();
+    let n = converge(&mut s, 40);
+    assert!(n < 40);
+    let node = &s.nodes[0];
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
+    assert!(node.metadata.annotations.as_ref().unwrap().get(&keys::cordon("demo")).is_none());
+    assert_eq!(node.spec.as_ref().unwrap().unschedulable, Some(false));
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!((e.stage, e.state), (Stage::PostInterrupt, Some(State::Complete)));
+}
+
+#[test]
+fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
+    let mut s = interrupt_world();
+    set_annotation(&mut s.nodes[0], &keys::cordon("other"), "true");
+    converge(&mut s, 40);
+    assert_eq!(s.nodes[0].spec.as_ref().unwrap().unschedulable, Some(true));
+}
+
+#[test]
+fn b6_inv16_2_interrupt_waits_for_unfinished_executors() {
+    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Reboot, &[]);
+    let mut n1 = with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::Complete)]);
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
+    // Another NodeWright's unfinished executor on the node.
+    let mut busy = snapshot(vec![with_pkg(nw("zother"), "z", "1.0.0")], vec![node("n1")]);
+    until_created(&mut busy, 5);
+    s.jobs = busy.jobs.clone();
+    assert_eq!(s.jobs.len(), 1);
+    for _ in 0..4 {
+        let plan = step(&mut s);
+        assert!(created(&plan).iter().all(|j| j.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_none()));
+    }
+    finish_jobs(&mut s, true);
+    let mut fired = 0;
+    for _ in 0..5 {
+        let plan = step(&mut s);
+        fired += created(&plan).iter().filter(|j| j.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_some()).count();
+        if fired > 0 {
+            assert!(events(&plan).contains(&("Interrupt".into(), "InterruptNode".into())), "E3");
+            break;
+        }
+    }
+    assert_eq!(fired, 1);
+}
+
+#[test]
+fn t07_t08_owner_fires_and_sibling_is_skipped_then_t09_promoted() {
+    let mut n = with_pkg(with_pkg(nw("demo"), "dax", "1.0.0"), "zeb", "1.0.0");
+    n = with_interrupt(n, "dax", InterruptType::Service, &["containerd", "foobar"]);
+    n = with_interrupt(n, "zeb", InterruptType::Service, &["cron"]);
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let mut saw_skipped = false;
+    for _ in 0..40 {
+        let plan = step(&mut s);
+        for job in created(&plan) {
+            if job.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_some() {
+                let pkg = job.metadata.labels.as_ref().unwrap().get(keys::PACKAGE).cloned().unwrap();
+                assert!(pkg.starts_with("dax"), "owner is the alphabetically first package");
+            }
+        }
+        saw_skipped |= doc(&s, "n1", "demo").get("zeb", "1.0.0").is_some_and(|e| e.state == Some(State::Skipped));
+        finish_jobs(&mut s, true);
+        if plan.effects.is_empty() {
+            break;
+        }
+    }
+    assert!(saw_skipped);
+    for p in ["dax", "zeb"] {
+        let e = doc(&s, "n1", "demo").get(p, "1.0.0").cloned().unwrap();
+        assert_eq!((e.stage, e.state), (Stage::PostInterrupt, Some(State::Complete)), "{p}");
+    }
+}
+
+#[test]
+fn inv16_22_merge_picks_one_owner_and_unions_services() {
+    let n = with_interrupt(
+        with_interrupt(with_pkg(with_pkg(nw("x"), "dax", "1"), "zeb", "1"), "dax", InterruptType::Service, &["foobar", "containerd"]),
+        "zeb",
+        InterruptType::Service,
+        &["cron"],
+    );
+    let m = interrupts::merge(n.spec.packages.values(), &Default::default()).unwrap();
+    assert_eq!(m.owner, "dax");
+    assert_eq!(m.interrupt.services, vec!["containerd", "cron", "foobar"]);
+    let n = with_interrupt(n, "zeb", InterruptType::Reboot, &[]);
+    let m = interrupts::merge(n.spec.packages.values(), &Default::default()).unwrap();
+    assert_eq!((m.owner.as_str(), m.interrupt.type_), ("zeb", InterruptType::Reboot));
+}
+
+#[test]
+fn inv16_10_dag_next_offers_every_ready_vertex_and_no_cycle() {
+    let n = with_dep(with_dep(with_pkg(with_pkg(with_pkg(nw("x"), "a", "1"), "b", "1"), "c", "1"), "b", "a"), "c", "b");
+    let dag = Dag::build(&n.spec.packages).unwrap();
+    let done = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect();
+    assert_eq!(dag.next(&done(&[])), vec!["a|1"]);
+    assert_eq!(dag.next(&done(&["a|1"])), vec!["b|1"]);
+    assert_eq!(dag.next(&done(&["a|1", "b|1"])), vec!["c|1"]);
+    // Q1: a dependency-free package finishing last is still offered.
+    assert_eq!(dag.next(&done(&["b|1", "c|1"])), vec!["a|1"]);
+    let cyc = with_dep(with_dep(with_pkg(with_pkg(nw("y"), "p", "1"), "q", "1"), "p", "q"), "q", "p");
+    let dag = Dag::build(&cyc.spec.packages).unwrap();
+    assert!(dag.next(&done(&[])).is_empty(), "cycles are never runnable");
+}
+
+#[test]
+fn inv16_9_depends_on_chain_runs_in_order() {
+    let n = with_dep(with_pkg(with_pkg(nw("demo"), "base", "1.0.0"), "top", "1.0.0"), "top", "base");
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let mut order = Vec::new();
+    for _ in 0..20 {
+        let plan = step(&mut s);
+        for j in created(&plan) {
+            order.push(j.metadata.labels.as_ref().unwrap().get(keys::PACKAGE).cloned().unwrap());
+        }
+        finish_jobs(&mut s, true);
+        if plan.effects.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(order, vec!["base-1.0.0", "base-1.0.0", "top-1.0.0", "top-1.0.0"]);
+}
+
+#[test]
+fn t14_t11_uninstall_runs_from_complete_and_removes_the_entry() {
+    let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true);
+    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::Complete)])]);
+    let mut stages = Vec::new();
+    for _ in 0..10 {
+        let plan = step(&mut s);
+        stages.extend(created_stages(&plan).into_iter().map(|x| x.1));
+        finish_jobs(&mut s, true);
+    }
+    assert_eq!(stages, vec!["uninstall"]);
+    assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
+}
+
+#[test]
+fn t14_inv16_11_uninstall_never_interrupts_an_unfinished_install() {
+    let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true);
+    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Apply, State::InProgress)])]);
+    for _ in 0..4 {
+        step(&mut s);
+    }
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!(e.stage, Stage::Apply);
+}
+
+#[test]
+fn t13_completed_uninstall_interrupt_entry_is_removed() {
+    let n = with_interrupt(with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true), "dexter", InterruptType::Noop, &[]);
+    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::UninstallInterrupt, State::Complete)])]);
+    for _ in 0..5 {
+        step(&mut s);
+    }
+    assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
+}
+
+#[test]
+fn t15_cancelled_uninstall_returns_to_apply() {
+    let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false);
+    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Uninstall, State::InProgress)])]);
+    for _ in 0..5 {
+        step(&mut s);
+    }
+    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!(e.stage, Stage::Apply);
+}
+
+#[test]
+fn t16_t10_upgrade_marks_new_key_only_and_removes_old_on_completion() {
+    let n = with_pkg(nw("demo"), "dexter", "2.0.0");
+    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.0.0", Stage::Config, State::Complete)])]);
+    let mut stages = Vec::new();
+    for _ in 0..12 {
+        let plan = step(&mut s);
+        stages.extend(created_stages(&plan).into_iter().map(|x| x.1));
+        finish_jobs(&mut s, true);
+    }
+    assert_eq!(stages, vec!["upgrade", "config"]);
+    let d = doc(&s, "n1", "demo");
+    assert!(d.get("dexter", "1.0.0").is_none());
+    assert!(d.get("dexter", "2.0.0").is_some_and(|e| e.is_complete()));
+}
+
+#[test]
+fn t19_removed_package_entry_is_kept() {
+    let mut s = snapshot(
+        vec![with_pkg(nw("demo"), "b", "1.0.0")],
+        vec![with_state(node("n1"), "demo", &[entry("gone", "1.0.0", Stage::Config, State::Complete)])],
+    );
+    converge(&mut s, 20);
+    assert!(doc(&s, "n1", "demo").get("gone", "1.0.0").is_some());
+}
+
+#[test]
+fn inv16_14_paused_starts_nothing_and_suspends() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    let plan = step(&mut s);
+    assert!(created(&plan).is_empty());
+    assert_eq!(count(&plan, "evict"), 0);
+    let suspends = plan.effects.iter().filter(|e| matches!(e, Effect::PatchJob { suspend: Some(true), .. })).count();
+    assert_eq!(suspends, 1);
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Paused));
+    assert_eq!(s.nodewrights[0].status.as_ref().unwrap().status, Some(Status::Paused));
+}
+
+#[test]
+fn inv16_15_disabled_starts_nothing_and_never_resumes() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    step(&mut s);
+    let mut n = s.nodewrights[0].clone();
+    n.metadata.annotations.as_mut().unwrap().remove(keys::PAUSE);
+    s.nodewrights[0] = annotate_nw(n, keys::DISABLE, "true");
+    for _ in 0..3 {
+        let plan = step(&mut s);
+        assert!(created(&plan).is_empty());
+        assert!(!plan.effects.iter().any(|e| matches!(e, Effect::PatchJob { suspend: Some(false), .. })));
+    }
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Disabled));
+}
+
+#[test]
+fn inv16_8_r7_4_lower_priority_waits_on_the_node() {
+    let mut first = with_pkg(nw("first"), "a", "1.0.0");
+    first.spec.priority = 1;
+    let second = with_pkg(nw("second"), "b", "1.0.0");
+    let mut s = snapshot(vec![second, first], vec![node("n1")]);
+    let plan = until_created(&mut s, 10);
+    let names: Vec<_> = created(&plan).iter().map(|j| j.metadata.labels.as_ref().unwrap()[keys::LABEL_NAME].clone()).collect();
+    assert_eq!(names, vec!["first"]);
+    assert_eq!(node_status(&s, "n1", "second"), Some(Status::Waiting));
+    converge(&mut s, 30);
+    assert_eq!(node_status(&s, "n1", "second"), Some(Status::Complete));
+}
+
+#[test]
+fn inv16_7_budget_limits_nodes_per_batch() {
+    let mut s = snapshot(vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)], vec![node("n1"), node("n2"), node("n3")]);
+    let plan = until_created(&mut s, 10);
+    assert_eq!(created(&plan).len(), 1);
+    converge(&mut s, 60);
+    for n in ["n1", "n2", "n3"] {
+        assert_eq!(node_status(&s, n, "demo"), Some(Status::Complete), "{n}");
+    }
+}
+
+#[test]
+fn r7_5_serial_starts_one_package_per_node_per_pass() {
+    let mut n = with_pkg(with_pkg(nw("demo"), "a", "1.0.0"), "b", "1.0.0");
+    n.spec.serial = true;
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let plan = until_created(&mut s, 10);
+    assert_eq!(created(&plan).len(), 1);
+}
+
+#[test]
+fn inv16_21_deterministic_same_snapshot_same_bytes_even_shuffled() {
+    let mut a = snapshot(
+        vec![with_pkg(nw("one"), "a", "1.0.0"), with_pkg(nw("two"), "b", "1.0.0")],
+        vec![node("n1"), node("n2"), node("n3")],
+    );
+    step(&mut a);
+    let p1 = serde_json::to_string(&pass(&a)).unwrap();
+    let p2 = serde_json::to_string(&pass(&a)).unwrap();
+    assert_eq!(p1, p2);
+    let mut b = a.clone();
+    b.nodes.reverse();
+    b.nodewrights.reverse();
+    assert_eq!(p1, serde_json::to_string(&pass(&b)).unwrap());
+}
+
+#[test]
+fn inv16_21_fixpoint_with_frozen_world() {
+    let mut s = interrupt_world();
+    s.workload_pods.clear();
+    for _ in 0..6 {
+        step(&mut s);
+    }
+    let plan = pass(&s);
+    assert!(created(&plan).is_empty());
+    assert_eq!(count(&plan, "patchNode"), 0, "no re-cordon");
+}
+
+#[test]
+fn inv16_19_status_consistency_after_convergence() {
+    let mut s = snapshot(vec![with_pkg(nw("demo"), "a", "1.0.0")], vec![node("n1"), node("n2")]);
+    converge(&mut s, 30);
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert_eq!(st.status, Some(Status::Complete));
+    let ready = status::condition(&st.conditions, "Ready").unwrap();
+    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "NodesConverged"));
+    assert_eq!(ready.message, "2/2 nodes complete (n1, n2)");
+    assert_eq!(st.complete_nodes, "2/2");
+    assert_eq!(st.package_list, "a:1.0.0");
+    assert_eq!(st.observed_generation, 1, "D7");
+}
+
+#[test]
+fn e09_transition_event_on_status_change() {
+    let mut s = one_pkg();
+    step(&mut s);
+    let mut seen = false;
+    for _ in 0..10 {
+        let plan = step(&mut s);
+        seen |= events(&plan).contains(&("State".into(), "Transition".into()));
+        finish_jobs(&mut s, true);
+    }
+    assert!(seen);
+}
+
+#[test]
+fn r9_requeue_smallest_positive_wins() {
+    let mut plan = nodewright_core::Plan::default();
+    plan.requeue_at_most(std::time::Duration::from_secs(30));
+    plan.requeue_at_most(std::time::Duration::from_secs(2));
+    plan.requeue_at_most(std::time::Duration::from_secs(600));
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(2)));
+}
+
+#[test]
+fn r9_idle_complete_cluster_requeues_after_default_interval() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    let plan = pass(&s);
+    assert!(plan.effects.is_empty());
+    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(600)));
+}
+
+#[test]
+fn d3_d7_predicates_post_interrupt_is_terminal_and_next_stage_table() {
+    let n = with_pkg(nw("x"), "p", "1.0.0");
+    let p = &n.spec.packages["p"];
+    let mut d = nodewright_crds::NodeState::default();
+    d.upsert(entry("p", "1.0.0", Stage::PostInterrupt, State::Complete));
+    assert!(predicates::is_package_complete(&d, p, &Default::default()));
+    let e = entry("p", "1.0.0", Stage::Interrupt, State::Complete);
+    assert_eq!(predicates::next_stage(&e, p, &Default::default()), Some(Stage::PostInterrupt));
+    let e = entry("p", "1.0.0", Stage::Config, State::Complete);
+    assert_eq!(predicates::next_stage(&e, p, &Default::default()), None);
+    let e = entry("p", "1.0.0", Stage::Apply, State::InProgress);
+    assert_eq!(predicates::next_stage(&e, p, &Default::default()), None);
+}
+
+#[test]
+fn d1_d2_config_interrupts_steer_has_interrupt() {
+    let mut n = with_interrupt(with_pkg(nw("x"), "p", "1.0.0"), "p", InterruptType::Reboot, &[]);
+    pkg_mut(&mut n, "p").config_interrupts.insert(
+        "*.conf".into(),
+        nodewright_crds::Interrupt { type_: InterruptType::Service, services: vec!["a".into()] },
+    );
+    let p = &n.spec.packages["p"];
+    let mut updates = std::collections::BTreeMap::new();
+    updates.insert("p".to_string(), vec!["x.yaml".to_string()]);
+    assert!(!predicates::has_interrupt(p, &updates), "e2e config-skyhook");
+    updates.insert("p".to_string(), vec!["x.conf".to_string()]);
+    assert!(predicates::has_interrupt(p, &updates));
+}
+
+#[test]
+fn r6_6_status_aggregate_and_node_status_rules() {
+    use status::{NodeFacts, aggregate, node_status as ns};
+    assert_eq!(aggregate([]), Status::Complete);
+    assert_eq!(aggregate([(true, Status::Complete), (false, Status::InProgress)]), Status::InProgress);
+    assert_eq!(aggregate([(false, Status::Erroring), (false, Status::Erroring)]), Status::Erroring);
+    assert_eq!(aggregate([(false, Status::Erroring), (false, Status::Waiting)]), Status::Unknown);
+    let f = NodeFacts { current: Status::Unknown, complete: false, ineligible: true, ready: true };
+    assert_eq!(ns(Status::InProgress, true, f), Status::Blocked);
+    let f = NodeFacts { current: Status::InProgress, complete: false, ineligible: false, ready: false };
+    assert_eq!(ns(Status::InProgress, true, f), Status::Waiting);
+    let f = NodeFacts { current: Status::Complete, complete: false, ineligible: false, ready: true };
+    assert_eq!(ns(Status::InProgress, true, f), Status::Unknown);
+    assert_eq!(ns(Status::Paused, true, f), Status::Paused);
+}

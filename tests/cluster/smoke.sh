@@ -139,6 +139,14 @@ else
   bad "Job fail-init Failed"
 fi
 
+job fail-noinit "${nodes[1]}" '"e2e.kwok/fail": init, "e2e.kwok/exit-code": "5"' "" "" ""
+if wait_job fail-noinit Failed; then
+  check "fail-noinit: init mode without init containers fails the main container, exit 5" \
+    [ "$(pod_of fail-noinit 'status.containerStatuses[0].state.terminated.exitCode')" = 5 ]
+else
+  bad "Job fail-noinit Failed"
+fi
+
 # --- 4. failure chosen by the operator's package/stage labels (default: 2nd init container) -----------
 job fail-label "${nodes[1]}" "" '"nodewright.nvidia.com/package": e2e-fail-apply-demo-1.0.0, "nodewright.nvidia.com/stage": apply' \
   "demo-init demo-apply demo-applycheck" ""

@@ -133,7 +133,7 @@ start() {
   else
     local p
     for p in "${ports[@]}"; do
-      port_busy "$p" && die "port 127.0.0.1:$p is in use by another process (not started by up.sh); free it or set ${name^^}_PORT-style overrides (see lib.sh)"
+      port_busy "$p" && die "port 127.0.0.1:$p is in use by another process (not started by up.sh); free it or choose other ports (ETCD_PORT, ETCD_PEER_PORT, APISERVER_PORT, KCM_PORT, KWOK_PORT)"
     done
     say "starting $name (log: $LOGS/$name.log)"
     # setsid: own session, so terminal signals to the caller do not reach the component.

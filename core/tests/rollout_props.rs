@@ -352,3 +352,25 @@ fn rollout_4_3_budget_does_not_cap_strategy_batches() {
     assert_eq!(sim.batches["__default__"], vec![1, 2, 4, 3]);
     assert_eq!(sim.status().compartment_statuses["__default__"].ceiling, 1);
 }
+
+#[test]
+fn rollout_scale_10k_nodes_in_one_pass() {
+    let zones: Vec<u8> = (0..10_000).map(|i| (i % 4) as u8).collect();
+    let p = policy(
+        percent(10),
+        linear(1, 1),
+        vec![
+            compartment("z0", &[("zone", "z0")], count(5), Some(fixed(5))),
+            compartment("z1", &[("zone", "z1")], percent(5), Some(exponential(2, 2))),
+            compartment("z2", &[("zone", "z2")], percent(50), None),
+        ],
+    );
+    let nodes = zoned_nodes(&zones);
+    let started = std::time::Instant::now();
+    let d = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
+    let elapsed = started.elapsed();
+    assert_eq!(d.assignment.len(), 10_000);
+    // z0: 5, z1: 2, z2: 50 % of 2500, default (z3): 1.
+    assert_eq!(d.selected_nodes.len(), 5 + 2 + 1250 + 1);
+    eprintln!("plan_rollout over 10k nodes: {elapsed:?}");
+}

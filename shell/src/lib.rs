@@ -11,3 +11,4 @@ pub mod leader;
 pub mod merge;
 pub mod metrics;
 pub mod trace;
+pub mod webhook;

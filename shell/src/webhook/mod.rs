@@ -1,0 +1,4 @@
+//! Admission webhooks (01-api.md §4) served over TLS, and the self-managed serving certificate.
+
+pub mod cert;
+pub mod tls;

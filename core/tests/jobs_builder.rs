@@ -25,9 +25,15 @@ fn golden(name: &str) -> Value {
 /// spec text) must be 64 lowercase hex characters and is then masked.
 fn assert_golden(job: &k8s_openapi::api::batch::v1::Job, name: &str) {
     let mut actual = serde_json::to_value(job).unwrap();
-    let fp = actual["metadata"]["annotations"][FINGERPRINT].as_str().unwrap().to_string();
+    let fp = actual["metadata"]["annotations"][FINGERPRINT]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(fp.len(), 64);
-    assert!(fp.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert!(
+        fp.chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
     actual["metadata"]["annotations"][FINGERPRINT] = Value::String("<fingerprint>".into());
     let expected = golden(name);
     assert_eq!(
@@ -59,7 +65,11 @@ fn r1_3_golden_package_job_with_every_option() {
     pkg.container_sha = sha;
     pkg.agent_image_override = "example.com/agent:9.9.9".into();
     pkg.env = vec![
-        EnvVar { name: "GREETING".into(), value: Some("hello".into()), value_from: None },
+        EnvVar {
+            name: "GREETING".into(),
+            value: Some("hello".into()),
+            value_from: None,
+        },
         EnvVar {
             name: "TOKEN".into(),
             value: None,
@@ -110,7 +120,10 @@ fn r1_1_3_golden_interrupt_job_merging_two_packages() {
     let merged = service_interrupt(&["containerd", "kubelet"]);
     let o = options();
     let pkg = nw.spec.packages["baz"].clone();
-    let job = jobs::build_interrupt_job(&inputs(&nw, &pkg, Stage::Interrupt, "worker-1", &o), &merged);
+    let job = jobs::build_interrupt_job(
+        &inputs(&nw, &pkg, Stage::Interrupt, "worker-1", &o),
+        &merged,
+    );
     assert_golden(&job, "interrupt_service_merged.json");
 }
 
@@ -129,27 +142,48 @@ fn r1_2_2_golden_long_node_name() {
 fn r1_1_2_worked_names_of_03_0_8() {
     let cases = [
         (Stage::Apply, "demo-baz-1-1-0-apply-worker-1-64dabc20"),
-        (Stage::PostInterrupt, "demo-baz-1-1-0-post-interrupt-worker-1-bdcb0403"),
+        (
+            Stage::PostInterrupt,
+            "demo-baz-1-1-0-post-interrupt-worker-1-bdcb0403",
+        ),
         (Stage::Config, "demo-baz-1-1-0-config-worker-1-0a9cbe02"),
         (Stage::Upgrade, "demo-baz-1-1-0-upgrade-worker-1-053bd02f"),
-        (Stage::Uninstall, "demo-baz-1-1-0-uninstall-worker-1-94bb8b46"),
+        (
+            Stage::Uninstall,
+            "demo-baz-1-1-0-uninstall-worker-1-94bb8b46",
+        ),
     ];
     for (stage, name) in cases {
-        assert_eq!(naming::package_job_name("demo", "baz", "1.1.0", stage, "worker-1"), name);
+        assert_eq!(
+            naming::package_job_name("demo", "baz", "1.1.0", stage, "worker-1"),
+            name
+        );
     }
 }
 
 #[test]
 fn r1_1_3_worked_interrupt_names_of_03_0_8() {
     let cases = [
-        (Stage::Interrupt, InterruptType::Reboot, "demo-interrupt-reboot-worker-1-f73c3214"),
-        (Stage::Interrupt, InterruptType::Service, "demo-interrupt-service-worker-1-58d80ec4"),
+        (
+            Stage::Interrupt,
+            InterruptType::Reboot,
+            "demo-interrupt-reboot-worker-1-f73c3214",
+        ),
+        (
+            Stage::Interrupt,
+            InterruptType::Service,
+            "demo-interrupt-service-worker-1-58d80ec4",
+        ),
         (
             Stage::Interrupt,
             InterruptType::RestartAllServices,
             "demo-interrupt-restartallservices-worker-1-4a109cb7",
         ),
-        (Stage::Interrupt, InterruptType::Noop, "demo-interrupt-noop-worker-1-99c58586"),
+        (
+            Stage::Interrupt,
+            InterruptType::Noop,
+            "demo-interrupt-noop-worker-1-99c58586",
+        ),
         (
             Stage::UninstallInterrupt,
             InterruptType::Reboot,
@@ -157,9 +191,15 @@ fn r1_1_3_worked_interrupt_names_of_03_0_8() {
         ),
     ];
     for (stage, kind, name) in cases {
-        assert_eq!(naming::interrupt_job_name("demo", stage, kind, "worker-1"), name);
+        assert_eq!(
+            naming::interrupt_job_name("demo", stage, kind, "worker-1"),
+            name
+        );
     }
-    assert_eq!(naming::package_metadata_volume_name("worker-1"), "metadata-worker-1-88f62dd4");
+    assert_eq!(
+        naming::package_metadata_volume_name("worker-1"),
+        "metadata-worker-1-88f62dd4"
+    );
     assert_eq!(
         naming::node_metadata_config_map_name("demo", "worker-1"),
         "demo-worker-1-metadata-76cd769f"
@@ -190,11 +230,27 @@ fn r1_1_5_owner_reference_is_the_controller_nodewright() {
 fn r1_2_1_labels_on_job_and_template_and_interrupt_capital_true() {
     let nw = demo();
     let job = package_job(&nw, "baz", Stage::Apply, "worker-1", "u1");
-    let template = job.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();
+    let template = job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap();
     assert_eq!(job.metadata.labels, template.labels);
-    assert!(!job.metadata.labels.as_ref().unwrap().contains_key(keys::LABEL_INTERRUPT));
+    assert!(
+        !job.metadata
+            .labels
+            .as_ref()
+            .unwrap()
+            .contains_key(keys::LABEL_INTERRUPT)
+    );
     let int = interrupt_job(&nw, "baz", &service_interrupt(&["a"]), "worker-1", "u2");
-    assert_eq!(int.metadata.labels.as_ref().unwrap()[keys::LABEL_INTERRUPT], "True");
+    assert_eq!(
+        int.metadata.labels.as_ref().unwrap()[keys::LABEL_INTERRUPT],
+        "True"
+    );
 }
 
 #[test]
@@ -202,7 +258,14 @@ fn r1_2_3_r1_2_4_resource_id_and_package_annotation_on_template() {
     let job = package_job(&demo(), "baz", Stage::Apply, "worker-1", "u1");
     let a = job.metadata.annotations.as_ref().unwrap();
     assert_eq!(a[keys::RESOURCE_ID], format!("demo-{UID}-4"));
-    let template = job.spec.as_ref().unwrap().template.metadata.as_ref().unwrap();
+    let template = job
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .metadata
+        .as_ref()
+        .unwrap();
     let t = template.annotations.as_ref().unwrap();
     assert_eq!(t.len(), 1, "exactly one template annotation");
     assert_eq!(t[keys::PACKAGE], a[keys::PACKAGE]);
@@ -217,14 +280,20 @@ fn r1_3_7_deadline_rounds_up_clamps_and_zero_omits() {
     pkg.stage_timeout = Some(GoDuration::new("0"));
     assert_eq!(jobs::builder::deadline_seconds(&pkg, &o), None);
     pkg.stage_timeout = Some(GoDuration::new("1000000h"));
-    assert_eq!(jobs::builder::deadline_seconds(&pkg, &o), Some(i64::from(i32::MAX)));
+    assert_eq!(
+        jobs::builder::deadline_seconds(&pkg, &o),
+        Some(i64::from(i32::MAX))
+    );
     let nw = demo_with(vec![pkg.clone()]);
     pkg.stage_timeout = Some(GoDuration::new("0"));
     let nw0 = demo_with(vec![pkg.clone()]);
     let job = package_job(&nw0, "baz", Stage::Apply, "n", "u");
     let spec = job.spec.unwrap();
     assert_eq!(spec.template.spec.unwrap().active_deadline_seconds, None);
-    assert_eq!(spec.active_deadline_seconds, None, "no Job-level deadline on package Jobs");
+    assert_eq!(
+        spec.active_deadline_seconds, None,
+        "no Job-level deadline on package Jobs"
+    );
     let _ = nw;
 }
 
@@ -243,7 +312,9 @@ fn r1_3_8_effective_timeout_package_overrides_operator_default() {
 
 #[test]
 fn r1_3_9_no_ttl_and_no_suspend_at_creation() {
-    let spec = package_job(&demo(), "baz", Stage::Apply, "n", "u").spec.unwrap();
+    let spec = package_job(&demo(), "baz", Stage::Apply, "n", "u")
+        .spec
+        .unwrap();
     assert_eq!(spec.ttl_seconds_after_finished, None);
     assert_eq!(spec.suspend, None);
 }
@@ -270,17 +341,39 @@ fn r1_4_1_r1_4_2_interrupt_job_shape_and_d18_allowance() {
     assert_eq!(pod.restart_policy.as_deref(), Some("OnFailure"));
     assert_eq!(pod.active_deadline_seconds, None);
     assert_eq!(pod.termination_grace_period_seconds, None);
-    assert_eq!(int.metadata.annotations.as_ref().unwrap()[keys::RESTART_ALLOWANCE], "3");
-    let reboot = nodewright_crds::Interrupt { type_: InterruptType::Reboot, services: vec![] };
+    assert_eq!(
+        int.metadata.annotations.as_ref().unwrap()[keys::RESTART_ALLOWANCE],
+        "3"
+    );
+    let reboot = nodewright_crds::Interrupt {
+        type_: InterruptType::Reboot,
+        services: vec![],
+    };
     let rb = interrupt_job(&nw, "baz", &reboot, "n", "u");
-    assert!(!rb.metadata.annotations.as_ref().unwrap().contains_key(keys::RESTART_ALLOWANCE));
+    assert!(
+        !rb.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .contains_key(keys::RESTART_ALLOWANCE)
+    );
 }
 
 #[test]
 fn r1_3_2_unbounded_not_ready_and_unreachable_tolerations() {
     let job = package_job(&demo(), "baz", Stage::Apply, "n", "u");
-    let tol = job.spec.unwrap().template.spec.unwrap().tolerations.unwrap();
-    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+    let tol = job
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .tolerations
+        .unwrap();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
         let t = tol.iter().find(|t| t.key.as_deref() == Some(key)).unwrap();
         assert_eq!(t.effect.as_deref(), Some("NoExecute"));
         assert_eq!(t.toleration_seconds, None);
@@ -290,10 +383,13 @@ fn r1_3_2_unbounded_not_ready_and_unreachable_tolerations() {
 #[test]
 fn legacy_runtime_toleration_dropped_on_key_and_effect_match() {
     let mut o = options();
-    o.runtime_required_taint = nodewright_core::options::parse_taint("skyhook.nvidia.com=other:NoSchedule").unwrap();
+    o.runtime_required_taint =
+        nodewright_core::options::parse_taint("skyhook.nvidia.com=other:NoSchedule").unwrap();
     let tol = jobs::builder::tolerations(&demo(), &o);
     assert_eq!(
-        tol.iter().filter(|t| t.key.as_deref() == Some("skyhook.nvidia.com")).count(),
+        tol.iter()
+            .filter(|t| t.key.as_deref() == Some("skyhook.nvidia.com"))
+            .count(),
         1
     );
 }
@@ -312,14 +408,25 @@ fn node_metadata_config_map_shape() {
     let mut n = node("worker-1", None);
     n.metadata.annotations = Some([("a".to_string(), "<x>".to_string())].into());
     let cm = jobs::node_metadata_config_map(&nw, &n, &options());
-    assert_eq!(cm.metadata.name.as_deref(), Some("demo-worker-1-metadata-76cd769f"));
-    assert_eq!(cm.metadata.labels.as_ref().unwrap()[keys::NODE_META], "demo");
+    assert_eq!(
+        cm.metadata.name.as_deref(),
+        Some("demo-worker-1-metadata-76cd769f")
+    );
+    assert_eq!(
+        cm.metadata.labels.as_ref().unwrap()[keys::NODE_META],
+        "demo"
+    );
     let data = cm.data.unwrap();
     assert_eq!(data["annotations.json"], r#"{"a":"\u003cx\u003e"}"#);
-    assert_eq!(data["labels.json"], r#"{"kubernetes.io/hostname":"worker-1"}"#);
+    assert_eq!(
+        data["labels.json"],
+        r#"{"kubernetes.io/hostname":"worker-1"}"#
+    );
     assert_eq!(
         data["packages.json"],
-        format!(r#"{{"agentVersion":"latest","packages":{{"baz":{{"name":"baz","version":"1.1.0","image":"{IMAGE}"}}}}}}"#)
+        format!(
+            r#"{{"agentVersion":"latest","packages":{{"baz":{{"name":"baz","version":"1.1.0","image":"{IMAGE}"}}}}}}"#
+        )
     );
 }
 

@@ -97,10 +97,17 @@ pub fn service_interrupt(services: &[&str]) -> Interrupt {
     }
 }
 
-pub fn interrupt_job(nw: &NodeWright, pkg: &str, interrupt: &Interrupt, node: &str, uid: &str) -> Job {
+pub fn interrupt_job(
+    nw: &NodeWright,
+    pkg: &str,
+    interrupt: &Interrupt,
+    node: &str,
+    uid: &str,
+) -> Job {
     let options = options();
     let p = nw.spec.packages[pkg].clone();
-    let mut job = jobs::build_interrupt_job(&inputs(nw, &p, Stage::Interrupt, node, &options), interrupt);
+    let mut job =
+        jobs::build_interrupt_job(&inputs(nw, &p, Stage::Interrupt, node, &options), interrupt);
     job.metadata.uid = Some(uid.into());
     job
 }
@@ -145,7 +152,11 @@ pub fn active(mut job: Job, failed: i32) -> Job {
 
 pub fn failure_target(mut job: Job, since: Timestamp) -> Job {
     job.status = Some(JobStatus {
-        conditions: Some(vec![condition("FailureTarget", Some("DeadlineExceeded"), since)]),
+        conditions: Some(vec![condition(
+            "FailureTarget",
+            Some("DeadlineExceeded"),
+            since,
+        )]),
         ..JobStatus::default()
     });
     job
@@ -263,7 +274,12 @@ pub fn deadline_kill() -> PodStatus {
         phase: Some("Failed".into()),
         reason: Some("DeadlineExceeded".into()),
         start_time: Some(Time(t0())),
-        init_container_statuses: Some(vec![terminated("baz-init", 137, "ContainerStatusUnknown", t0())]),
+        init_container_statuses: Some(vec![terminated(
+            "baz-init",
+            137,
+            "ContainerStatusUnknown",
+            t0(),
+        )]),
         ..PodStatus::default()
     }
 }
@@ -308,7 +324,10 @@ pub fn node(name: &str, state: Option<&NodeState>) -> Node {
     Node {
         metadata: ObjectMeta {
             name: Some(name.into()),
-            labels: Some(BTreeMap::from([("kubernetes.io/hostname".to_string(), name.to_string())])),
+            labels: Some(BTreeMap::from([(
+                "kubernetes.io/hostname".to_string(),
+                name.to_string(),
+            )])),
             annotations: Some(annotations),
             ..ObjectMeta::default()
         },

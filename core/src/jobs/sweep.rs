@@ -89,7 +89,8 @@ pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
     effects
 }
 
-/// The validation sweep of one non-paused NodeWright (04 §6.1). `selected` are the NodeWright's
+/// The validation sweep of one non-paused NodeWright (04 §6.1); a paused one is skipped
+/// entirely (04 §6.7). `selected` are the NodeWright's
 /// current nodes; `states` holds the node-state document of every selected node whose document
 /// is readable (empty when absent) — Jobs on selected nodes missing from it are skipped (02 §7.11
 /// step 2).
@@ -101,6 +102,9 @@ pub fn sweep(
     options: &Options,
 ) -> Sweep {
     let mut out = Sweep::default();
+    if annotation_true(nw, keys::PAUSE) {
+        return out;
+    }
     for job in index.of(nw_name(nw)) {
         if job.terminating {
             continue;

@@ -406,3 +406,22 @@ fn rollout_12_5_multi_compartment() {
         assert_eq!(s.batch_state.as_ref().unwrap().consecutive_failures, 0);
     }
 }
+
+#[test]
+fn rollout_11_metrics_from_persisted_status() {
+    let p = vector_a_policy();
+    let mut nw = nodewright("policy");
+    let d = plan_rollout(&nw, Some(&p), &vector_a_nodes(), t0(), &settings());
+    let mut status = nodewright_crds::NodeWrightStatus::default();
+    status.compartment_statuses = d.compartment_statuses.clone();
+    nw.status = Some(status);
+    assert_eq!(
+        nodewright_core::rollout::rollout_metrics(&nw, Some(&p)),
+        d.metrics
+    );
+    // Without status entries every series reads 0; a missing policy has none.
+    let fresh = nodewright_core::rollout::rollout_metrics(&nodewright("policy"), Some(&p));
+    assert_eq!(fresh.len(), 32);
+    assert!(fresh.iter().all(|m| m.value == 0.0));
+    assert!(nodewright_core::rollout::rollout_metrics(&nodewright("gone"), None).is_empty());
+}

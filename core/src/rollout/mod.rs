@@ -73,7 +73,7 @@ pub use eligibility::{
 pub use evaluate::{Counts, Evaluation, absorb_churn, counts, evaluate, score};
 pub use pass::{RolloutDecision, RolloutSettings, plan_rollout};
 pub use priority::{NodePriority, truncate_to_second};
-pub use report::{ROLLOUT_METRICS, compartment_metrics, compartment_status};
+pub use report::{ROLLOUT_METRICS, compartment_metrics, compartment_status, rollout_metrics};
 pub use reset::{
     cli_reset_patch, explicit_fresh_batch_state, reset_batch_states, reset_on_completion,
 };

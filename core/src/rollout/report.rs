@@ -86,3 +86,32 @@ pub fn compartment_metrics(
         })
         .collect()
 }
+
+/// The eight gauges of every current compartment of `nw`, read from its
+/// `status.compartmentStatuses` (zero for a compartment without an entry). No compartments (policy
+/// missing) gives no series.
+pub fn rollout_metrics(
+    nw: &nodewright_crds::NodeWright,
+    policy: Option<&nodewright_crds::DeploymentPolicy>,
+) -> Vec<MetricSample> {
+    let compartments = super::build_compartments(nw, policy, 0);
+    let policy_name = match &compartments {
+        super::Compartments::Legacy(_) => super::LEGACY_POLICY_NAME,
+        _ => nw.spec.deployment_policy.as_str(),
+    };
+    let name = nw.metadata.name.clone().unwrap_or_default();
+    let statuses = nw
+        .status
+        .as_ref()
+        .map(|s| &s.compartment_statuses)
+        .cloned()
+        .unwrap_or_default();
+    compartments
+        .specs()
+        .iter()
+        .flat_map(|spec| {
+            let status = statuses.get(&spec.name).cloned().unwrap_or_default();
+            compartment_metrics(&name, policy_name, spec, &status)
+        })
+        .collect()
+}

@@ -412,9 +412,10 @@ fn rollout_11_metrics_from_persisted_status() {
     let p = vector_a_policy();
     let mut nw = nodewright("policy");
     let d = plan_rollout(&nw, Some(&p), &vector_a_nodes(), t0(), &settings());
-    let mut status = nodewright_crds::NodeWrightStatus::default();
-    status.compartment_statuses = d.compartment_statuses.clone();
-    nw.status = Some(status);
+    nw.status = Some(nodewright_crds::NodeWrightStatus {
+        compartment_statuses: d.compartment_statuses.clone(),
+        ..Default::default()
+    });
     assert_eq!(
         nodewright_core::rollout::rollout_metrics(&nw, Some(&p)),
         d.metrics

@@ -138,7 +138,6 @@ fn default_lease() -> Dur {
 
 /// An action at a time.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TimedAction {
     /// Virtual time since start.
     pub at: Dur,

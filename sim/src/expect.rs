@@ -46,6 +46,10 @@ pub struct Expect {
     /// Executor pod expectations.
     #[serde(default)]
     pub pods: Vec<PodExpect>,
+    /// ConfigMap `namespace/name` (or `name` in the operator namespace `nodewright`) → data
+    /// entries that must have these values.
+    #[serde(default)]
+    pub config_maps: BTreeMap<String, BTreeMap<String, String>>,
     /// The final expectations must be met by this time.
     #[serde(default)]
     pub within: Option<Dur>,
@@ -360,6 +364,19 @@ impl Expect {
                 let has = nw.metadata.finalizers.iter().flatten().any(|x| x == keys::FINALIZER);
                 if has != f {
                     report.fail(format!("NodeWright {name} finalizer present={has}, want {f}"));
+                }
+            }
+        }
+        for (name, data) in &self.config_maps {
+            let key = if name.contains('/') { name.clone() } else { format!("nodewright/{name}") };
+            let Some(cm) = objects.config_maps.get(&key) else {
+                report.fail(format!("ConfigMap {key} does not exist"));
+                continue;
+            };
+            let have = cm.data.clone().unwrap_or_default();
+            for (k, v) in data {
+                if have.get(k) != Some(v) {
+                    report.fail(format!("ConfigMap {key} {k}={:?}, want {v:?}", have.get(k)));
                 }
             }
         }

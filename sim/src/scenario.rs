@@ -231,6 +231,9 @@ pub struct RunResult {
     /// Trace records, when recorded.
     #[serde(skip)]
     pub trace: Vec<Record>,
+    /// Every object at the end of the run.
+    #[serde(skip)]
+    pub final_objects: Vec<crate::objects::AnyObject>,
 }
 
 impl Scenario {
@@ -379,6 +382,7 @@ impl Scenario {
             steps: sim.steps,
             timeline,
             trace: sim.operator.trace.take().unwrap_or_default(),
+            final_objects: sim.world.store.objects.all(),
         })
     }
 }

@@ -187,6 +187,11 @@ fn write_outputs(dir: &Path, r: &RunResult) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join(format!("{}.timeline.txt", r.name)), r.timeline.to_text())?;
     std::fs::write(dir.join(format!("{}.svg", r.name)), r.timeline.to_svg(&format!("{} — {}", r.name, r.spec)))?;
+    let objects: Vec<serde_json::Value> = r.final_objects.iter().map(|o| o.to_json()).collect();
+    std::fs::write(
+        dir.join(format!("{}.final.json", r.name)),
+        serde_json::to_string_pretty(&objects)?,
+    )?;
     let mut w = BufWriter::new(File::create(dir.join(format!("{}.trace.jsonl", r.name)))?);
     write_jsonl(&r.trace, &mut w)?;
     Ok(())

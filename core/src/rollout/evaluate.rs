@@ -55,7 +55,7 @@ pub fn counts<'a>(members: impl IntoIterator<Item = &'a NodeView>) -> Counts {
     c
 }
 
-/// Membership churn (02-lifecycle.md §6.7 step 1 [Fix]): when the persisted `matched` differs
+/// Membership churn (02-lifecycle.md §6.7 step 1 \[Fix\]): when the persisted `matched` differs
 /// from the current member count, the checkpoints absorb every terminal node except those that
 /// became terminal during this pass (status before introspection was an active one), so nodes
 /// joining or leaving are not read as batch progress or failure.
@@ -89,7 +89,7 @@ pub fn absorb_churn(state: &mut BatchProcessingState, members: &[&NodeView]) {
 /// `EvaluateCurrentBatch` for one compartment (02-lifecycle.md §6.7 steps 2–8). `strategy` is
 /// `None` for a ceiling-only compartment (only `currentBatch` and `lastBatchSize` move).
 ///
-/// A negative delta resynchronises only its own checkpoint ([Fix]), so a real outcome seen in
+/// A negative delta resynchronises only its own checkpoint (\[Fix\]), so a real outcome seen in
 /// the same pass is still scored; completions that match a drop in failures are read as
 /// recoveries and never scored, so a recovery does not erase the failure count.
 pub fn evaluate(

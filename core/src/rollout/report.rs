@@ -10,7 +10,7 @@ use super::evaluate::to_i32;
 use crate::plan::MetricSample;
 
 /// Rebuilds a compartment's status from its members and batch state (batch state always
-/// published, 02-lifecycle.md §12.3 [Fix]).
+/// published, 02-lifecycle.md §12.3 \[Fix\]).
 pub fn compartment_status(
     spec: &CompartmentSpec,
     members: &[&NodeView],

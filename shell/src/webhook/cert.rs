@@ -58,8 +58,10 @@ pub fn mint(
 
     let (_, ca_key) = rsa_key(bits)?;
     let mut ca = base_params(vec![], now, not_after)?;
-    ca.distinguished_name.push(DnType::OrganizationName, "NVIDIA");
-    ca.distinguished_name.push(DnType::CommonName, "webhooks-ca");
+    ca.distinguished_name
+        .push(DnType::OrganizationName, "NVIDIA");
+    ca.distinguished_name
+        .push(DnType::CommonName, "webhooks-ca");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
@@ -71,7 +73,8 @@ pub fn mint(
     let names = service_dns_names(service, namespace);
     let (leaf_rsa, leaf_key) = rsa_key(bits)?;
     let mut leaf = base_params(names.clone(), now, not_after)?;
-    leaf.distinguished_name.push(DnType::CommonName, names[0].clone());
+    leaf.distinguished_name
+        .push(DnType::CommonName, names[0].clone());
     leaf.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -148,7 +151,8 @@ fn rsa_key(bits: usize) -> Result<(rsa::PrivateKey, KeyPair), ShellError> {
     let err = |e: &dyn std::fmt::Display| ShellError::Certificate(e.to_string());
     let key = rsa::PrivateKey::new(&mut UrandomRng, bits).map_err(|e| err(&e))?;
     let pkcs8 = key.to_pkcs8_pem(LineEnding::LF).map_err(|e| err(&e))?;
-    let pair = KeyPair::from_pkcs8_pem_and_sign_algo(&pkcs8, &PKCS_RSA_SHA256).map_err(|e| err(&e))?;
+    let pair =
+        KeyPair::from_pkcs8_pem_and_sign_algo(&pkcs8, &PKCS_RSA_SHA256).map_err(|e| err(&e))?;
     Ok((key, pair))
 }
 

@@ -1,4 +1,5 @@
 //! Admission webhooks (01-api.md §4) served over TLS, and the self-managed serving certificate.
 
+pub mod admission;
 pub mod cert;
 pub mod tls;

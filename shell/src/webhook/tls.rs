@@ -38,7 +38,10 @@ mod tests {
     fn d22_minted_rsa_pkcs1_bundle_is_servable() {
         let now = jiff::Timestamp::now();
         let b = cert::mint("svc", "ns", now, cert::VALIDITY, 2048).expect("mint");
-        assert!(b.key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"), "PKCS#1 like Go");
+        assert!(
+            b.key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"),
+            "PKCS#1 like Go"
+        );
         assert!(b.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(b.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert_ne!(b.ca_pem, b.cert_pem);

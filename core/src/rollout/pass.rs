@@ -144,6 +144,7 @@ pub fn plan_rollout(
     let groups = partition(&specs, nodes);
     let reset = settings.reset_trigger && reset_on_completion(nw, policy);
     let mut states = Vec::with_capacity(specs.len());
+    // Group indices come from `partition(&specs, nodes)`, so indexing `nodes` cannot fail.
     for (spec, group) in specs.iter().zip(&groups) {
         let group: Vec<&NodeView> = group.iter().map(|&i| &nodes[i]).collect();
         let mut state = persisted_state(&status, spec, &group);

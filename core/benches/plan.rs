@@ -64,12 +64,19 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
                     restarts: 0,
                 });
             }
-            let status = if i % 2 == 0 { "complete" } else { "in_progress" };
+            let status = if i % 2 == 0 {
+                "complete"
+            } else {
+                "in_progress"
+            };
             Node {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
                     creation_timestamp: Some(Time("2025-01-01T00:00:00Z".parse().unwrap())),
-                    labels: Some(BTreeMap::from([(keys::node_status("bench"), status.into())])),
+                    labels: Some(BTreeMap::from([(
+                        keys::node_status("bench"),
+                        status.into(),
+                    )])),
                     annotations: Some(BTreeMap::from([
                         (keys::node_state("bench"), doc.to_annotation()),
                         (keys::node_status("bench"), status.into()),

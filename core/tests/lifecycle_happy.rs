@@ -7,7 +7,10 @@ use nodewright_crds::{Stage, State, Status};
 
 #[test]
 fn r7_one_package_on_one_node_converges_apply_then_config() {
-    let mut s = snapshot(vec![with_pkg(nw("demo"), "dexter", "1.2.3")], vec![node("n1")]);
+    let mut s = snapshot(
+        vec![with_pkg(nw("demo"), "dexter", "1.2.3")],
+        vec![node("n1")],
+    );
     let passes = converge(&mut s, 20);
     assert!(passes < 20, "did not converge");
     let d = doc(&s, "n1", "demo");
@@ -18,4 +21,3 @@ fn r7_one_package_on_one_node_converges_apply_then_config() {
     assert_eq!(st.status, Some(Status::Complete));
     assert_eq!(st.complete_nodes, "1/1");
 }
-

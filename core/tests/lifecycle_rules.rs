@@ -47,7 +47,10 @@ fn events(plan: &nodewright_core::Plan) -> Vec<(String, String)> {
 }
 
 fn one_pkg() -> nodewright_core::Snapshot {
-    snapshot(vec![with_pkg(nw("demo"), "dexter", "1.2.3")], vec![node("n1")])
+    snapshot(
+        vec![with_pkg(nw("demo"), "dexter", "1.2.3")],
+        vec![node("n1")],
+    )
 }
 
 #[test]
@@ -68,17 +71,22 @@ fn r1_r6_2_no_nodes_still_adds_finalizer() {
 #[test]
 fn r2_1_invalid_selector_is_an_error_and_other_nodewrights_proceed() {
     let mut bad = with_pkg(nw("bad"), "a", "1.0.0");
-    bad.spec.node_selector = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-        match_expressions: Some(vec![
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
-                key: "x".into(),
-                operator: "Bogus".into(),
-                values: None,
-            },
-        ]),
-        match_labels: None,
-    });
-    let mut s = snapshot(vec![bad, with_pkg(nw("good"), "a", "1.0.0")], vec![node("n1")]);
+    bad.spec.node_selector = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+            match_expressions: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                    key: "x".into(),
+                    operator: "Bogus".into(),
+                    values: None,
+                },
+            ]),
+            match_labels: None,
+        },
+    );
+    let mut s = snapshot(
+        vec![bad, with_pkg(nw("good"), "a", "1.0.0")],
+        vec![node("n1")],
+    );
     let plan = step(&mut s);
     assert!(plan.errors.iter().any(|e| e.contains("bad")));
     converge(&mut s, 10);
@@ -94,23 +102,46 @@ fn r2_2_malformed_node_state_raises_condition_and_leaves_other_nodewright_alone(
     let mut s = snapshot(vec![with_pkg(nw("broken"), "a", "1.0.0"), fine], vec![n1]);
     let mut plan = step(&mut s);
     for _ in 0..4 {
-        if s.nodewrights.iter().any(|n| n.metadata.name.as_deref() == Some("broken") && n.status.is_some()) {
+        if s.nodewrights.iter().any(|n| {
+            n.metadata.name.as_deref() == Some("broken")
+                && n.status.as_ref().is_some_and(|st| {
+                    status::condition(&st.conditions, "NodeStateMalformed").is_some()
+                })
+        }) {
             break;
         }
         plan = step(&mut s);
     }
-    let st = s.nodewrights.iter().find(|n| n.metadata.name.as_deref() == Some("broken")).unwrap();
-    let cond = status::condition(&st.status.as_ref().unwrap().conditions, "NodeStateMalformed").unwrap();
+    let st = s
+        .nodewrights
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some("broken"))
+        .unwrap();
+    let cond = status::condition(
+        &st.status.as_ref().unwrap().conditions,
+        "NodeStateMalformed",
+    )
+    .unwrap();
     assert_eq!(cond.reason, "ParseError");
-    assert!(plan.effects.iter().all(|e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.nodewright == "broken"))));
+    assert!(plan.effects.iter().all(
+        |e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.nodewright == "broken"))
+    ));
     converge(&mut s, 20);
     assert_eq!(node_status(&s, "n1", "fine"), Some(Status::Complete));
     assert_eq!(doc_raw(&s, "n1", "broken").as_deref(), Some("{not json"));
 }
 
 fn doc_raw(s: &nodewright_core::Snapshot, node: &str, nw: &str) -> Option<String> {
-    let n = s.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(node)).unwrap();
-    n.metadata.annotations.as_ref().and_then(|a| a.get(&keys::node_state(nw))).cloned()
+    let n = s
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node))
+        .unwrap();
+    n.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&keys::node_state(nw)))
+        .cloned()
 }
 
 #[test]
@@ -120,12 +151,26 @@ fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
     assert!(created(&first).is_empty(), "introspection ends the pass");
     assert_eq!(first.requeue_after, Some(std::time::Duration::from_secs(2)));
     let second = until_created(&mut s, 10);
-    assert_eq!(created_stages(&second), vec![("n1".to_string(), "apply".to_string())]);
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
-    assert_eq!((e.stage, e.state, e.restarts), (Stage::Apply, Some(State::InProgress), 0));
+    assert_eq!(
+        created_stages(&second),
+        vec![("n1".to_string(), "apply".to_string())]
+    );
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (e.stage, e.state, e.restarts),
+        (Stage::Apply, Some(State::InProgress), 0)
+    );
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::InProgress));
     let ev = events(&second);
-    assert_eq!(ev.iter().filter(|e| e.0 == "Apply" && e.1 == "ApplyPackage").count(), 2);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e.0 == "Apply" && e.1 == "ApplyPackage")
+            .count(),
+        2
+    );
     let st = s.nodewrights[0].status.clone().unwrap();
     assert!(status::condition(&st.conditions, "ApplyPackage").is_some());
 }
@@ -136,8 +181,14 @@ fn t05_t06_completion_recorded_then_config_started() {
     until_created(&mut s, 10);
     finish_jobs(&mut s, true);
     let plan = until_created(&mut s, 10);
-    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "config".to_string())]);
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "config".to_string())]
+    );
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
     assert_eq!((e.stage, e.state), (Stage::Config, Some(State::InProgress)));
 }
 
@@ -155,21 +206,45 @@ fn inv16_1_one_executor_per_package_per_node() {
 fn t02_vanished_executor_is_replaced_at_the_same_stage() {
     let mut s = snapshot(
         vec![with_pkg(nw("demo"), "dexter", "1.2.3")],
-        vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::InProgress)])],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Config, State::InProgress)],
+        )],
     );
     let plan = until_created(&mut s, 10);
-    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "config".to_string())]);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "config".to_string())]
+    );
 }
 
 #[test]
 fn d4_q10_erroring_post_interrupt_resumes_at_its_own_stage() {
-    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Noop, &[]);
-    let mut n1 = with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::PostInterrupt, State::Erroring)]);
+    let n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry(
+            "dexter",
+            "1.2.3",
+            Stage::PostInterrupt,
+            State::Erroring,
+        )],
+    );
     n1.spec.as_mut().unwrap().unschedulable = Some(true);
     set_annotation(&mut n1, &keys::cordon("demo"), "true");
     let mut s = snapshot(vec![n], vec![n1]);
     let plan = until_created(&mut s, 10);
-    assert_eq!(created_stages(&plan), vec![("n1".to_string(), "post-interrupt".to_string())]);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "post-interrupt".to_string())]
+    );
 }
 
 #[test]
@@ -178,11 +253,17 @@ fn t04_terminal_failure_marks_entry_and_node_erroring() {
     until_created(&mut s, 10);
     finish_jobs(&mut s, false);
     step(&mut s);
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
     assert_eq!((e.stage, e.state), (Stage::Apply, Some(State::Erroring)));
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Erroring));
     let plan = step(&mut s);
-    assert!(created(&plan).is_empty(), "A6: a parked failure is not recreated");
+    assert!(
+        created(&plan).is_empty(),
+        "A6: a parked failure is not recreated"
+    );
 }
 
 #[test]
@@ -190,14 +271,24 @@ fn t20_outcome_for_absent_entry_writes_no_state() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
     // A reset removed the document while the Job ran.
-    s.nodes[0].metadata.annotations.as_mut().unwrap().remove(&keys::node_state("demo"));
+    s.nodes[0]
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(&keys::node_state("demo"));
     finish_jobs(&mut s, true);
     let plan = pass(&s);
     assert!(plan.effects.iter().all(|e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.set.as_ref().is_some_and(|x| x.state == Some(State::Complete))))));
 }
 
 fn interrupt_world() -> nodewright_core::Snapshot {
-    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Reboot, &[]);
+    let n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Reboot,
+        &[],
+    );
     let mut s = snapshot(vec![n], vec![node("n1")]);
     s.workload_pods.push(workload_pod("web", "n1"));
     s
@@ -206,26 +297,55 @@ fn interrupt_world() -> nodewright_core::Snapshot {
 #[test]
 fn b1_inv16_4_cordon_first_then_drain_on_a_later_pass() {
     let mut s = interrupt_world();
-    let cordon = until(&mut s, "patchNode", 1);
-    let cordon = if cordon.effects.iter().any(|e| matches!(e, Effect::PatchNode(p) if p.unschedulable.is_some())) { cordon } else {
+    let cordon = {
         let mut found = None;
-        for _ in 0..5 {
+        for _ in 0..8 {
             let plan = step(&mut s);
-            if plan.effects.iter().any(|e| matches!(e, Effect::PatchNode(p) if p.unschedulable.is_some())) { found = Some(plan); break; }
+            if plan
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::PatchNode(p) if p.unschedulable.is_some()))
+            {
+                found = Some(plan);
+                break;
+            }
         }
         found.expect("a cordon pass")
     };
-    assert_eq!(count(&cordon, "evict"), 0, "no eviction in the cordoning pass");
+    assert_eq!(
+        count(&cordon, "evict"),
+        0,
+        "no eviction in the cordoning pass"
+    );
     assert!(created(&cordon).is_empty());
-    let patch = cordon.effects.iter().find_map(|e| match e { Effect::PatchNode(p) if p.unschedulable.is_some() => Some(p), _ => None }).unwrap();
+    let patch = cordon
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::PatchNode(p) if p.unschedulable.is_some() => Some(p),
+            _ => None,
+        })
+        .unwrap();
     assert_eq!(patch.unschedulable, Some(true));
-    assert_eq!(patch.annotations.get(&keys::cordon("demo")), Some(&Some("true".to_string())));
+    assert_eq!(
+        patch.annotations.get(&keys::cordon("demo")),
+        Some(&Some("true".to_string()))
+    );
     let drain = step(&mut s);
     assert_eq!(count(&drain, "evict"), 1);
-    assert!(events(&drain).contains(&("Drain".into(), "DrainNode".into())), "E4");
-    assert!(created(&drain).is_empty(), "inv16_3: not before the drain finished");
+    assert!(
+        events(&drain).contains(&("Drain".into(), "DrainNode".into())),
+        "E4"
+    );
+    assert!(
+        created(&drain).is_empty(),
+        "inv16_3: not before the drain finished"
+    );
     let start = until_created(&mut s, 10);
-    assert_eq!(created_stages(&start), vec![("n1".to_string(), "apply".to_string())]);
+    assert_eq!(
+        created_stages(&start),
+        vec![("n1".to_string(), "apply".to_string())]
+    );
 }
 
 #[test]
@@ -235,10 +355,23 @@ fn inv16_5_b7_inv16_6_uncordon_only_when_complete_and_through_ownership() {
     assert!(n < 40);
     let node = &s.nodes[0];
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
-    assert!(node.metadata.annotations.as_ref().unwrap().get(&keys::cordon("demo")).is_none());
+    assert!(
+        node.metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(&keys::cordon("demo"))
+            .is_none()
+    );
     assert_eq!(node.spec.as_ref().unwrap().unschedulable, Some(false));
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
-    assert_eq!((e.stage, e.state), (Stage::PostInterrupt, Some(State::Complete)));
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (e.stage, e.state),
+        (Stage::PostInterrupt, Some(State::Complete))
+    );
 }
 
 #[test]
@@ -251,8 +384,17 @@ fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
 
 #[test]
 fn b6_inv16_2_interrupt_waits_for_unfinished_executors() {
-    let n = with_interrupt(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", InterruptType::Reboot, &[]);
-    let mut n1 = with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::Complete)]);
+    let n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Reboot,
+        &[],
+    );
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+    );
     n1.spec.as_mut().unwrap().unschedulable = Some(true);
     set_annotation(&mut n1, &keys::cordon("demo"), "true");
     let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
@@ -263,15 +405,35 @@ fn b6_inv16_2_interrupt_waits_for_unfinished_executors() {
     assert_eq!(s.jobs.len(), 1);
     for _ in 0..4 {
         let plan = step(&mut s);
-        assert!(created(&plan).iter().all(|j| j.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_none()));
+        assert!(created(&plan).iter().all(|j| {
+            j.metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(keys::LABEL_INTERRUPT)
+                .is_none()
+        }));
     }
     finish_jobs(&mut s, true);
     let mut fired = 0;
     for _ in 0..5 {
         let plan = step(&mut s);
-        fired += created(&plan).iter().filter(|j| j.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_some()).count();
+        fired += created(&plan)
+            .iter()
+            .filter(|j| {
+                j.metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .get(keys::LABEL_INTERRUPT)
+                    .is_some()
+            })
+            .count();
         if fired > 0 {
-            assert!(events(&plan).contains(&("Interrupt".into(), "InterruptNode".into())), "E3");
+            assert!(
+                events(&plan).contains(&("Interrupt".into(), "InterruptNode".into())),
+                "E3"
+            );
             break;
         }
     }
@@ -288,12 +450,31 @@ fn t07_t08_owner_fires_and_sibling_is_skipped_then_t09_promoted() {
     for _ in 0..40 {
         let plan = step(&mut s);
         for job in created(&plan) {
-            if job.metadata.labels.as_ref().unwrap().get(keys::LABEL_INTERRUPT).is_some() {
-                let pkg = job.metadata.labels.as_ref().unwrap().get(keys::PACKAGE).cloned().unwrap();
-                assert!(pkg.starts_with("dax"), "owner is the alphabetically first package");
+            if job
+                .metadata
+                .labels
+                .as_ref()
+                .unwrap()
+                .get(keys::LABEL_INTERRUPT)
+                .is_some()
+            {
+                let pkg = job
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .get(keys::PACKAGE)
+                    .cloned()
+                    .unwrap();
+                assert!(
+                    pkg.starts_with("dax"),
+                    "owner is the alphabetically first package"
+                );
             }
         }
-        saw_skipped |= doc(&s, "n1", "demo").get("zeb", "1.0.0").is_some_and(|e| e.state == Some(State::Skipped));
+        saw_skipped |= doc(&s, "n1", "demo")
+            .get("zeb", "1.0.0")
+            .is_some_and(|e| e.state == Some(State::Skipped));
         finish_jobs(&mut s, true);
         if plan.effects.is_empty() {
             break;
@@ -302,14 +483,23 @@ fn t07_t08_owner_fires_and_sibling_is_skipped_then_t09_promoted() {
     assert!(saw_skipped);
     for p in ["dax", "zeb"] {
         let e = doc(&s, "n1", "demo").get(p, "1.0.0").cloned().unwrap();
-        assert_eq!((e.stage, e.state), (Stage::PostInterrupt, Some(State::Complete)), "{p}");
+        assert_eq!(
+            (e.stage, e.state),
+            (Stage::PostInterrupt, Some(State::Complete)),
+            "{p}"
+        );
     }
 }
 
 #[test]
 fn inv16_22_merge_picks_one_owner_and_unions_services() {
     let n = with_interrupt(
-        with_interrupt(with_pkg(with_pkg(nw("x"), "dax", "1"), "zeb", "1"), "dax", InterruptType::Service, &["foobar", "containerd"]),
+        with_interrupt(
+            with_pkg(with_pkg(nw("x"), "dax", "1"), "zeb", "1"),
+            "dax",
+            InterruptType::Service,
+            &["foobar", "containerd"],
+        ),
         "zeb",
         InterruptType::Service,
         &["cron"],
@@ -319,12 +509,23 @@ fn inv16_22_merge_picks_one_owner_and_unions_services() {
     assert_eq!(m.interrupt.services, vec!["containerd", "cron", "foobar"]);
     let n = with_interrupt(n, "zeb", InterruptType::Reboot, &[]);
     let m = interrupts::merge(n.spec.packages.values(), &Default::default()).unwrap();
-    assert_eq!((m.owner.as_str(), m.interrupt.type_), ("zeb", InterruptType::Reboot));
+    assert_eq!(
+        (m.owner.as_str(), m.interrupt.type_),
+        ("zeb", InterruptType::Reboot)
+    );
 }
 
 #[test]
 fn inv16_10_dag_next_offers_every_ready_vertex_and_no_cycle() {
-    let n = with_dep(with_dep(with_pkg(with_pkg(with_pkg(nw("x"), "a", "1"), "b", "1"), "c", "1"), "b", "a"), "c", "b");
+    let n = with_dep(
+        with_dep(
+            with_pkg(with_pkg(with_pkg(nw("x"), "a", "1"), "b", "1"), "c", "1"),
+            "b",
+            "a",
+        ),
+        "c",
+        "b",
+    );
     let dag = Dag::build(&n.spec.packages).unwrap();
     let done = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect();
     assert_eq!(dag.next(&done(&[])), vec!["a|1"]);
@@ -332,33 +533,59 @@ fn inv16_10_dag_next_offers_every_ready_vertex_and_no_cycle() {
     assert_eq!(dag.next(&done(&["a|1", "b|1"])), vec!["c|1"]);
     // Q1: a dependency-free package finishing last is still offered.
     assert_eq!(dag.next(&done(&["b|1", "c|1"])), vec!["a|1"]);
-    let cyc = with_dep(with_dep(with_pkg(with_pkg(nw("y"), "p", "1"), "q", "1"), "p", "q"), "q", "p");
+    let cyc = with_dep(
+        with_dep(with_pkg(with_pkg(nw("y"), "p", "1"), "q", "1"), "p", "q"),
+        "q",
+        "p",
+    );
     let dag = Dag::build(&cyc.spec.packages).unwrap();
     assert!(dag.next(&done(&[])).is_empty(), "cycles are never runnable");
 }
 
 #[test]
 fn inv16_9_depends_on_chain_runs_in_order() {
-    let n = with_dep(with_pkg(with_pkg(nw("demo"), "base", "1.0.0"), "top", "1.0.0"), "top", "base");
+    let n = with_dep(
+        with_pkg(with_pkg(nw("demo"), "base", "1.0.0"), "top", "1.0.0"),
+        "top",
+        "base",
+    );
     let mut s = snapshot(vec![n], vec![node("n1")]);
     let mut order = Vec::new();
     for _ in 0..20 {
         let plan = step(&mut s);
         for j in created(&plan) {
-            order.push(j.metadata.labels.as_ref().unwrap().get(keys::PACKAGE).cloned().unwrap());
+            order.push(
+                j.metadata
+                    .labels
+                    .as_ref()
+                    .unwrap()
+                    .get(keys::PACKAGE)
+                    .cloned()
+                    .unwrap(),
+            );
         }
         finish_jobs(&mut s, true);
         if plan.effects.is_empty() {
             break;
         }
     }
-    assert_eq!(order, vec!["base-1.0.0", "base-1.0.0", "top-1.0.0", "top-1.0.0"]);
+    assert_eq!(
+        order,
+        vec!["base-1.0.0", "base-1.0.0", "top-1.0.0", "top-1.0.0"]
+    );
 }
 
 #[test]
 fn t14_t11_uninstall_runs_from_complete_and_removes_the_entry() {
     let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true);
-    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Config, State::Complete)])]);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+        )],
+    );
     let mut stages = Vec::new();
     for _ in 0..10 {
         let plan = step(&mut s);
@@ -372,18 +599,45 @@ fn t14_t11_uninstall_runs_from_complete_and_removes_the_entry() {
 #[test]
 fn t14_inv16_11_uninstall_never_interrupts_an_unfinished_install() {
     let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true);
-    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Apply, State::InProgress)])]);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Apply, State::InProgress)],
+        )],
+    );
     for _ in 0..4 {
         step(&mut s);
     }
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
     assert_eq!(e.stage, Stage::Apply);
 }
 
 #[test]
 fn t13_completed_uninstall_interrupt_entry_is_removed() {
-    let n = with_interrupt(with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true), "dexter", InterruptType::Noop, &[]);
-    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::UninstallInterrupt, State::Complete)])]);
+    let n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry(
+                "dexter",
+                "1.2.3",
+                Stage::UninstallInterrupt,
+                State::Complete,
+            )],
+        )],
+    );
     for _ in 0..5 {
         step(&mut s);
     }
@@ -393,18 +647,40 @@ fn t13_completed_uninstall_interrupt_entry_is_removed() {
 #[test]
 fn t15_cancelled_uninstall_returns_to_apply() {
     let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false);
-    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.2.3", Stage::Uninstall, State::InProgress)])]);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry(
+                "dexter",
+                "1.2.3",
+                Stage::Uninstall,
+                State::InProgress,
+            )],
+        )],
+    );
     for _ in 0..5 {
         step(&mut s);
     }
-    let e = doc(&s, "n1", "demo").get("dexter", "1.2.3").cloned().unwrap();
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
     assert_eq!(e.stage, Stage::Apply);
 }
 
 #[test]
 fn t16_t10_upgrade_marks_new_key_only_and_removes_old_on_completion() {
     let n = with_pkg(nw("demo"), "dexter", "2.0.0");
-    let mut s = snapshot(vec![n], vec![with_state(node("n1"), "demo", &[entry("dexter", "1.0.0", Stage::Config, State::Complete)])]);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.0.0", Stage::Config, State::Complete)],
+        )],
+    );
     let mut stages = Vec::new();
     for _ in 0..12 {
         let plan = step(&mut s);
@@ -421,7 +697,11 @@ fn t16_t10_upgrade_marks_new_key_only_and_removes_old_on_completion() {
 fn t19_removed_package_entry_is_kept() {
     let mut s = snapshot(
         vec![with_pkg(nw("demo"), "b", "1.0.0")],
-        vec![with_state(node("n1"), "demo", &[entry("gone", "1.0.0", Stage::Config, State::Complete)])],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("gone", "1.0.0", Stage::Config, State::Complete)],
+        )],
     );
     converge(&mut s, 20);
     assert!(doc(&s, "n1", "demo").get("gone", "1.0.0").is_some());
@@ -435,10 +715,25 @@ fn inv16_14_paused_starts_nothing_and_suspends() {
     let plan = step(&mut s);
     assert!(created(&plan).is_empty());
     assert_eq!(count(&plan, "evict"), 0);
-    let suspends = plan.effects.iter().filter(|e| matches!(e, Effect::PatchJob { suspend: Some(true), .. })).count();
+    let suspends = plan
+        .effects
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Effect::PatchJob {
+                    suspend: Some(true),
+                    ..
+                }
+            )
+        })
+        .count();
     assert_eq!(suspends, 1);
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Paused));
-    assert_eq!(s.nodewrights[0].status.as_ref().unwrap().status, Some(Status::Paused));
+    assert_eq!(
+        s.nodewrights[0].status.as_ref().unwrap().status,
+        Some(Status::Paused)
+    );
 }
 
 #[test]
@@ -453,7 +748,13 @@ fn inv16_15_disabled_starts_nothing_and_never_resumes() {
     for _ in 0..3 {
         let plan = step(&mut s);
         assert!(created(&plan).is_empty());
-        assert!(!plan.effects.iter().any(|e| matches!(e, Effect::PatchJob { suspend: Some(false), .. })));
+        assert!(!plan.effects.iter().any(|e| matches!(
+            e,
+            Effect::PatchJob {
+                suspend: Some(false),
+                ..
+            }
+        )));
     }
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Disabled));
 }
@@ -465,7 +766,10 @@ fn inv16_8_r7_4_lower_priority_waits_on_the_node() {
     let second = with_pkg(nw("second"), "b", "1.0.0");
     let mut s = snapshot(vec![second, first], vec![node("n1")]);
     let plan = until_created(&mut s, 10);
-    let names: Vec<_> = created(&plan).iter().map(|j| j.metadata.labels.as_ref().unwrap()[keys::LABEL_NAME].clone()).collect();
+    let names: Vec<_> = created(&plan)
+        .iter()
+        .map(|j| j.metadata.labels.as_ref().unwrap()[keys::LABEL_NAME].clone())
+        .collect();
     assert_eq!(names, vec!["first"]);
     assert_eq!(node_status(&s, "n1", "second"), Some(Status::Waiting));
     converge(&mut s, 30);
@@ -474,7 +778,10 @@ fn inv16_8_r7_4_lower_priority_waits_on_the_node() {
 
 #[test]
 fn inv16_7_budget_limits_nodes_per_batch() {
-    let mut s = snapshot(vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)], vec![node("n1"), node("n2"), node("n3")]);
+    let mut s = snapshot(
+        vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)],
+        vec![node("n1"), node("n2"), node("n3")],
+    );
     let plan = until_created(&mut s, 10);
     assert_eq!(created(&plan).len(), 1);
     converge(&mut s, 60);
@@ -495,7 +802,10 @@ fn r7_5_serial_starts_one_package_per_node_per_pass() {
 #[test]
 fn inv16_21_deterministic_same_snapshot_same_bytes_even_shuffled() {
     let mut a = snapshot(
-        vec![with_pkg(nw("one"), "a", "1.0.0"), with_pkg(nw("two"), "b", "1.0.0")],
+        vec![
+            with_pkg(nw("one"), "a", "1.0.0"),
+            with_pkg(nw("two"), "b", "1.0.0"),
+        ],
         vec![node("n1"), node("n2"), node("n3")],
     );
     step(&mut a);
@@ -522,12 +832,18 @@ fn inv16_21_fixpoint_with_frozen_world() {
 
 #[test]
 fn inv16_19_status_consistency_after_convergence() {
-    let mut s = snapshot(vec![with_pkg(nw("demo"), "a", "1.0.0")], vec![node("n1"), node("n2")]);
+    let mut s = snapshot(
+        vec![with_pkg(nw("demo"), "a", "1.0.0")],
+        vec![node("n1"), node("n2")],
+    );
     converge(&mut s, 30);
     let st = s.nodewrights[0].status.clone().unwrap();
     assert_eq!(st.status, Some(Status::Complete));
     let ready = status::condition(&st.conditions, "Ready").unwrap();
-    assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "NodesConverged"));
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "NodesConverged")
+    );
     assert_eq!(ready.message, "2/2 nodes complete (n1, n2)");
     assert_eq!(st.complete_nodes, "2/2");
     assert_eq!(st.package_list, "a:1.0.0");
@@ -562,7 +878,10 @@ fn r9_idle_complete_cluster_requeues_after_default_interval() {
     converge(&mut s, 20);
     let plan = pass(&s);
     assert!(plan.effects.is_empty());
-    assert_eq!(plan.requeue_after, Some(std::time::Duration::from_secs(600)));
+    assert_eq!(
+        plan.requeue_after,
+        Some(std::time::Duration::from_secs(600))
+    );
 }
 
 #[test]
@@ -573,7 +892,10 @@ fn d3_d7_predicates_post_interrupt_is_terminal_and_next_stage_table() {
     d.upsert(entry("p", "1.0.0", Stage::PostInterrupt, State::Complete));
     assert!(predicates::is_package_complete(&d, p, &Default::default()));
     let e = entry("p", "1.0.0", Stage::Interrupt, State::Complete);
-    assert_eq!(predicates::next_stage(&e, p, &Default::default()), Some(Stage::PostInterrupt));
+    assert_eq!(
+        predicates::next_stage(&e, p, &Default::default()),
+        Some(Stage::PostInterrupt)
+    );
     let e = entry("p", "1.0.0", Stage::Config, State::Complete);
     assert_eq!(predicates::next_stage(&e, p, &Default::default()), None);
     let e = entry("p", "1.0.0", Stage::Apply, State::InProgress);
@@ -582,15 +904,26 @@ fn d3_d7_predicates_post_interrupt_is_terminal_and_next_stage_table() {
 
 #[test]
 fn d1_d2_config_interrupts_steer_has_interrupt() {
-    let mut n = with_interrupt(with_pkg(nw("x"), "p", "1.0.0"), "p", InterruptType::Reboot, &[]);
+    let mut n = with_interrupt(
+        with_pkg(nw("x"), "p", "1.0.0"),
+        "p",
+        InterruptType::Reboot,
+        &[],
+    );
     pkg_mut(&mut n, "p").config_interrupts.insert(
         "*.conf".into(),
-        nodewright_crds::Interrupt { type_: InterruptType::Service, services: vec!["a".into()] },
+        nodewright_crds::Interrupt {
+            type_: InterruptType::Service,
+            services: vec!["a".into()],
+        },
     );
     let p = &n.spec.packages["p"];
     let mut updates = std::collections::BTreeMap::new();
     updates.insert("p".to_string(), vec!["x.yaml".to_string()]);
-    assert!(!predicates::has_interrupt(p, &updates), "e2e config-skyhook");
+    assert!(
+        !predicates::has_interrupt(p, &updates),
+        "e2e config-skyhook"
+    );
     updates.insert("p".to_string(), vec!["x.conf".to_string()]);
     assert!(predicates::has_interrupt(p, &updates));
 }
@@ -599,14 +932,169 @@ fn d1_d2_config_interrupts_steer_has_interrupt() {
 fn r6_6_status_aggregate_and_node_status_rules() {
     use status::{NodeFacts, aggregate, node_status as ns};
     assert_eq!(aggregate([]), Status::Complete);
-    assert_eq!(aggregate([(true, Status::Complete), (false, Status::InProgress)]), Status::InProgress);
-    assert_eq!(aggregate([(false, Status::Erroring), (false, Status::Erroring)]), Status::Erroring);
-    assert_eq!(aggregate([(false, Status::Erroring), (false, Status::Waiting)]), Status::Unknown);
-    let f = NodeFacts { current: Status::Unknown, complete: false, ineligible: true, ready: true };
+    assert_eq!(
+        aggregate([(true, Status::Complete), (false, Status::InProgress)]),
+        Status::InProgress
+    );
+    assert_eq!(
+        aggregate([(false, Status::Erroring), (false, Status::Erroring)]),
+        Status::Erroring
+    );
+    assert_eq!(
+        aggregate([(false, Status::Erroring), (false, Status::Waiting)]),
+        Status::Unknown
+    );
+    let f = NodeFacts {
+        current: Status::Unknown,
+        complete: false,
+        ineligible: true,
+        ready: true,
+    };
     assert_eq!(ns(Status::InProgress, true, f), Status::Blocked);
-    let f = NodeFacts { current: Status::InProgress, complete: false, ineligible: false, ready: false };
+    let f = NodeFacts {
+        current: Status::InProgress,
+        complete: false,
+        ineligible: false,
+        ready: false,
+    };
     assert_eq!(ns(Status::InProgress, true, f), Status::Waiting);
-    let f = NodeFacts { current: Status::Complete, complete: false, ineligible: false, ready: true };
+    let f = NodeFacts {
+        current: Status::Complete,
+        complete: false,
+        ineligible: false,
+        ready: true,
+    };
     assert_eq!(ns(Status::InProgress, true, f), Status::Unknown);
     assert_eq!(ns(Status::Paused, true, f), Status::Paused);
+}
+
+#[test]
+fn inv16_17_b5_finalizer_cleanup_then_removal() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    s.nodewrights[0].metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    let plan = until(&mut s, "removeFinalizer", 5);
+    let kinds: Vec<String> = plan
+        .effects
+        .iter()
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["effect"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let node_at = kinds.iter().position(|k| k == "patchNode").unwrap();
+    let fin_at = kinds.iter().position(|k| k == "removeFinalizer").unwrap();
+    assert!(
+        node_at < fin_at,
+        "B5: cleanup before the finalizer goes: {kinds:?}"
+    );
+    assert!(s.nodewrights.is_empty());
+    assert_eq!(node_status(&s, "n1", "demo"), None);
+}
+
+#[test]
+fn inv16_17_deletion_waits_for_enabled_uninstalls() {
+    let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+        )],
+    );
+    s.nodewrights[0].metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "uninstall".to_string())]
+    );
+    assert_eq!(
+        s.nodewrights.len(),
+        1,
+        "finalizer stays while the uninstall runs"
+    );
+}
+
+#[test]
+fn b4_t18_reboot_reset_before_boot_id_is_recorded() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    s.nodes[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .node_info
+        .as_mut()
+        .unwrap()
+        .boot_id = "boot-2".into();
+    let options = nodewright_core::Options {
+        reapply_on_reboot: true,
+        ..Default::default()
+    };
+    let plan = nodewright_core::reconcile(&s, &options, now());
+    let st = plan
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::PatchStatus { status, .. } => Some(status.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        st.node_boot_ids.get("n1").map(String::as_str),
+        Some("boot-1"),
+        "B4"
+    );
+    assert!(
+        events(&plan).contains(&("Reboot".into(), "ResetNodeState".into())),
+        "E10/E11"
+    );
+    apply(&mut s, &plan);
+    assert!(doc(&s, "n1", "demo").is_empty());
+    let plan = nodewright_core::reconcile(&s, &options, now());
+    apply(&mut s, &plan);
+    assert_eq!(
+        s.nodewrights[0].status.as_ref().unwrap().node_boot_ids["n1"],
+        "boot-2"
+    );
+}
+
+#[test]
+fn r5_reboot_without_reapply_only_records_boot_id() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    s.nodes[0]
+        .status
+        .as_mut()
+        .unwrap()
+        .node_info
+        .as_mut()
+        .unwrap()
+        .boot_id = "boot-2".into();
+    step(&mut s);
+    assert_eq!(
+        s.nodewrights[0].status.as_ref().unwrap().node_boot_ids["n1"],
+        "boot-2"
+    );
+    assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_some());
+}
+
+#[test]
+fn r9_metrics_zero_filled_for_every_status() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    let plan = pass(&s);
+    let status: Vec<_> = plan.metrics.iter().filter(|m| m.name == "status").collect();
+    assert_eq!(status.len(), 8);
+    assert_eq!(status.iter().filter(|m| m.value == 1.0).count(), 1);
+    assert!(
+        plan.metrics
+            .iter()
+            .any(|m| m.name == "package_stage_count" && m.value == 1.0)
+    );
 }

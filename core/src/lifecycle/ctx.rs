@@ -73,7 +73,9 @@ impl<'a> Ctx<'a> {
                     &b.metadata.uid,
                 ))
             });
-            pods.dedup_by(|a, b| a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name);
+            pods.dedup_by(|a, b| {
+                a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name
+            });
         }
         Ctx {
             snap,

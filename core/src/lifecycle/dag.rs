@@ -36,9 +36,15 @@ impl std::fmt::Display for DagError {
             DagError::EmptyVersion {
                 package,
                 dependency,
-            } => write!(f, "package {package} depends on {dependency} with an empty version"),
+            } => write!(
+                f,
+                "package {package} depends on {dependency} with an empty version"
+            ),
             DagError::MissingParent { package, parent } => {
-                write!(f, "package {package} depends on {parent}, which is not in the spec")
+                write!(
+                    f,
+                    "package {package} depends on {parent}, which is not in the spec"
+                )
             }
         }
     }
@@ -120,7 +126,10 @@ fn cyclic_vertices(parents: &BTreeMap<String, BTreeSet<String>>) -> BTreeSet<Str
             resolved.insert(key);
         }
         for (key, count) in remaining.iter_mut() {
-            *count = parents[*key].iter().filter(|p| !resolved.contains(p)).count();
+            *count = parents[*key]
+                .iter()
+                .filter(|p| !resolved.contains(p))
+                .count();
         }
     }
     remaining.into_keys().cloned().collect()

@@ -12,8 +12,8 @@ use super::ctx::Ctx;
 use super::metrics;
 use super::view::NwView;
 use super::work::{Slot, node_patch};
-use crate::effect::Effect;
 use crate::Plan;
+use crate::effect::Effect;
 
 /// Requeue after a write (§3).
 pub const SHORT_REQUEUE: Duration = Duration::from_secs(2);
@@ -31,7 +31,8 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
         .map(|(i, (slot, e))| (slot, i, e))
         .collect();
     slots.sort_by_key(|(slot, i, _)| (*slot, *i));
-    let (before, rest): (Vec<_>, Vec<_>) = slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
+    let (before, rest): (Vec<_>, Vec<_>) =
+        slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
     plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
     let mut saved_nodes = Vec::new();
     for (name, node) in &ctx.nodes {
@@ -46,9 +47,12 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
             plan.effects.push(effect);
         }
     }
+    plan.effects.append(&mut ctx.work.node_conditions);
     for v in views {
         let status = ctx.status(v);
-        if v.nw.status.as_ref() != Some(status) && !(v.nw.status.is_none() && *status == Default::default()) {
+        if v.nw.status.as_ref() != Some(status)
+            && !(v.nw.status.is_none() && *status == Default::default())
+        {
             plan.effects.push(Effect::PatchStatus {
                 nodewright: v.name.clone(),
                 status: Box::new(status.clone()),
@@ -92,8 +96,10 @@ fn node_conditions(ctx: &Ctx, views: &[NwView], name: &str, node: &Node) -> Opti
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
     let mut set = Vec::new();
-    for v in views.iter().filter(|v| v.selects(name)) {
-        let Some(doc) = ctx.doc(v, name) else { continue };
+    for v in views.iter().filter(|v| v.selects(name) && !v.deleting) {
+        let Some(doc) = ctx.doc(v, name) else {
+            continue;
+        };
         let complete = ctx.node_complete(v, name);
         let erroring = doc
             .0
@@ -109,7 +115,11 @@ fn node_conditions(ctx: &Ctx, views: &[NwView], name: &str, node: &Node) -> Opti
             (
                 keys::node_condition_erroring(&v.name),
                 erroring,
-                if erroring { "Package(s) Erroring or Unknown" } else { "Not Erroring" },
+                if erroring {
+                    "Package(s) Erroring or Unknown"
+                } else {
+                    "Not Erroring"
+                },
                 format!("Package Erroring or Unknown for {}", v.name),
             ),
         ];

@@ -18,7 +18,10 @@ pub struct Merged {
 
 /// §8.5: walk packages in name order; a reboot wins at once, a strictly lower priority
 /// replaces, equal-priority services merge (sorted, de-duplicated union).
-pub fn merge<'p>(packages: impl IntoIterator<Item = &'p Package>, updates: &ConfigUpdates) -> Option<Merged> {
+pub fn merge<'p>(
+    packages: impl IntoIterator<Item = &'p Package>,
+    updates: &ConfigUpdates,
+) -> Option<Merged> {
     let mut sorted: Vec<&Package> = packages.into_iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut best: Option<Merged> = None;
@@ -147,11 +150,16 @@ fn tolerates_unschedulable(pod: &Pod) -> bool {
         .and_then(|s| s.tolerations.as_ref())
         .is_some_and(|ts| {
             ts.iter().any(|t| {
-                let effect_ok = t.effect.as_deref().is_none_or(|e| e.is_empty() || e == "NoSchedule");
+                let effect_ok = t
+                    .effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == "NoSchedule");
                 let op = t.operator.as_deref().unwrap_or("Equal");
                 let key_ok = match op {
                     "Exists" => t.key.as_deref().is_none_or(|k| k.is_empty() || k == KEY),
-                    _ => t.key.as_deref() == Some(KEY) && t.value.as_deref().unwrap_or("").is_empty(),
+                    _ => {
+                        t.key.as_deref() == Some(KEY) && t.value.as_deref().unwrap_or("").is_empty()
+                    }
                 };
                 effect_ok && key_ok
             })

@@ -5,6 +5,7 @@
 //! pass. Node-state writes are per-entry guarded [`crate::EntryChange`]s (§13.1). See
 //! `docs/design.md` for a walkthrough.
 
+mod config;
 mod ctx;
 pub mod dag;
 mod emit;
@@ -23,7 +24,6 @@ mod taints;
 mod view;
 mod work;
 mod work_phase;
-mod config;
 
 use jiff::Timestamp;
 
@@ -49,7 +49,9 @@ fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
     let mut nodes: Vec<_> = ctx.nodes.values().copied().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut nws: Vec<_> = ctx.snap.nodewrights.iter().collect();
-    nws.sort_by(|a, b| (a.spec.priority, &a.metadata.name).cmp(&(b.spec.priority, &b.metadata.name)));
+    nws.sort_by(|a, b| {
+        (a.spec.priority, &a.metadata.name).cmp(&(b.spec.priority, &b.metadata.name))
+    });
     let mut views = Vec::new();
     for nw in nws {
         match NwView::build(nw, &nodes, &ctx.snap.policies) {

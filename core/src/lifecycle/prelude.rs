@@ -9,7 +9,9 @@ use super::ctx::Ctx;
 use super::ordering::{globally_waiting, node_ready};
 use super::predicates::in_cycle;
 use super::rollout_seam;
-use super::status::{NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready};
+use super::status::{
+    NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready,
+};
 use super::view::NwView;
 use super::work::{Slot, nw_ref};
 
@@ -21,7 +23,9 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
     let mut in_cycle_any = false;
     let mut failing = false;
     for node in &v.nodes {
-        let Some(doc) = ctx.doc(v, node) else { continue };
+        let Some(doc) = ctx.doc(v, node) else {
+            continue;
+        };
         for p in v.packages.values() {
             if let Some(e) = doc.get(&p.name, &p.version)
                 && e.stage.in_uninstall_cycle()
@@ -46,26 +50,74 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
         changed |= remove_condition(conditions, "NodeStateMalformed");
     } else {
         let message = malformed_message(&unreadable);
-        changed |= set_condition(conditions, "NodeStateMalformed", true, "ParseError", &message, generation, now);
+        changed |= set_condition(
+            conditions,
+            "NodeStateMalformed",
+            true,
+            "ParseError",
+            &message,
+            generation,
+            now,
+        );
     }
     if let Some(message) = blocked {
-        changed |= set_condition(conditions, "Blocked", true, "DependencyUninstalled", &message, generation, now);
+        changed |= set_condition(
+            conditions,
+            "Blocked",
+            true,
+            "DependencyUninstalled",
+            &message,
+            generation,
+            now,
+        );
     } else if let Some(message) = graph {
-        changed |= set_condition(conditions, "Blocked", true, "InvalidDependencyGraph", &message, generation, now);
+        changed |= set_condition(
+            conditions,
+            "Blocked",
+            true,
+            "InvalidDependencyGraph",
+            &message,
+            generation,
+            now,
+        );
     } else if !non_interrupt.is_empty() {
         let message = format!(
             "{} node(s) blocked by non-interrupt pods ({}). Waiting.",
             non_interrupt.len(),
             non_interrupt.join(", ")
         );
-        changed |= set_condition(conditions, "Blocked", true, "NonInterruptPodsRunning", &message, generation, now);
+        changed |= set_condition(
+            conditions,
+            "Blocked",
+            true,
+            "NonInterruptPodsRunning",
+            &message,
+            generation,
+            now,
+        );
     } else {
         changed |= remove_condition(conditions, "Blocked");
     }
     let msg = "One or more packages are being uninstalled";
-    changed |= toggle(conditions, "UninstallInProgress", in_cycle_any, "UninstallInProgress", msg, generation, now);
+    changed |= toggle(
+        conditions,
+        "UninstallInProgress",
+        in_cycle_any,
+        "UninstallInProgress",
+        msg,
+        generation,
+        now,
+    );
     let msg = "One or more uninstall pods are failing";
-    changed |= toggle(conditions, "UninstallFailed", failing, "UninstallPodFailing", msg, generation, now);
+    changed |= toggle(
+        conditions,
+        "UninstallFailed",
+        failing,
+        "UninstallPodFailing",
+        msg,
+        generation,
+        now,
+    );
     changed
 }
 
@@ -129,15 +181,29 @@ fn dependency_blocked(ctx: &Ctx, v: &NwView) -> Option<String> {
             continue;
         }
         for dep_name in b.depends_on.keys() {
-            let Some(d) = v.packages.get(dep_name) else { continue };
-            let cycling = v.nodes.iter().any(|n| ctx.doc(v, n).is_some_and(|doc| in_cycle(doc, d)));
+            let Some(d) = v.packages.get(dep_name) else {
+                continue;
+            };
+            let cycling = v
+                .nodes
+                .iter()
+                .any(|n| ctx.doc(v, n).is_some_and(|doc| in_cycle(doc, d)));
             let gone = d.is_uninstalling()
                 && all_readable
-                && v.nodes.iter().all(|n| ctx.doc(v, n).is_some_and(|doc| doc.get(&d.name, &d.version).is_none()));
+                && v.nodes.iter().all(|n| {
+                    ctx.doc(v, n)
+                        .is_some_and(|doc| doc.get(&d.name, &d.version).is_none())
+                });
             if cycling {
-                messages.insert(format!("package {} is blocked: dependency {} is being uninstalled", b.name, d.name));
+                messages.insert(format!(
+                    "package {} is blocked: dependency {} is being uninstalled",
+                    b.name, d.name
+                ));
             } else if gone {
-                messages.insert(format!("package {} is blocked: dependency {} has been uninstalled", b.name, d.name));
+                messages.insert(format!(
+                    "package {} is blocked: dependency {} has been uninstalled",
+                    b.name, d.name
+                ));
             }
         }
     }
@@ -231,14 +297,20 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let prior_statuses: Vec<Status> = v
         .nodes
         .iter()
-        .map(|n| ctx.node(n).map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name)))
+        .map(|n| {
+            ctx.node(n)
+                .map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name))
+        })
         .collect();
     let probe: std::collections::BTreeMap<String, crate::rollout::NodeView> =
         rollout_seam::node_views(ctx, v, None)
             .into_iter()
             .map(|p| (p.name.clone(), p))
             .collect();
-    let tolerations = crate::rollout::selection_tolerations(v.nw, &rollout_seam::runtime_required_taints(ctx.opts));
+    let tolerations = crate::rollout::selection_tolerations(
+        v.nw,
+        &rollout_seam::runtime_required_taints(ctx.opts),
+    );
     for (i, name) in v.nodes.iter().enumerate() {
         let ineligible = probe
             .get(name)
@@ -282,7 +354,10 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let statuses: Vec<(String, Status)> = v
         .nodes
         .iter()
-        .filter_map(|n| ctx.node(n).map(|node| (n.clone(), ctx.work.node_status(node, &v.name))))
+        .filter_map(|n| {
+            ctx.node(n)
+                .map(|node| (n.clone(), ctx.work.node_status(node, &v.name)))
+        })
         .collect();
     let docs: Vec<(String, nodewright_crds::NodeState)> = v
         .nodes
@@ -298,7 +373,15 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     status.node_state = docs.into_iter().collect();
     for c in &decision.conditions {
         for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
-            set_condition(&mut status.conditions, &ty, c.status, &c.reason, &c.message, generation, now);
+            set_condition(
+                &mut status.conditions,
+                &ty,
+                c.status,
+                &c.reason,
+                &c.message,
+                generation,
+                now,
+            );
         }
     }
     for ty in &decision.removed_conditions {
@@ -333,16 +416,11 @@ pub fn release_cordon(ctx: &mut Ctx, nw: &str, node: &k8s_openapi::api::core::v1
     }
     ctx.work.set_annotation(node, &key, None);
     let prefix = format!("{}/cordon_", keys::PREFIX);
-    let others = node
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .any(|(k, _)| {
-            (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
-                && k != &key
-                && ctx.work.annotation(node, k).is_some()
-        });
+    let others = node.metadata.annotations.iter().flatten().any(|(k, _)| {
+        (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
+            && k != &key
+            && ctx.work.annotation(node, k).is_some()
+    });
     if !others {
         ctx.work.set_unschedulable(node, false);
     }

@@ -1,9 +1,99 @@
-//! Reboot detection (R5, §8.8).
+//! Reboot detection (R5, §8.8) with B4: the new boot id is recorded only in a pass that finds
+//! nothing left to reset, i.e. after the reset write and the executor deletions landed.
+
+use nodewright_crds::{Status, keys};
 
 use super::ctx::Ctx;
+use super::prelude::release_cordon;
 use super::view::NwView;
+use super::work::{Slot, node_ref, nw_ref};
 
-/// R5; true when anything was written.
-pub fn track(_ctx: &mut Ctx, _views: &[NwView]) -> bool {
-    false
+/// R5; true when anything was written (the pass ends).
+pub fn track(ctx: &mut Ctx, views: &[NwView]) -> bool {
+    let mut wrote = false;
+    for v in views {
+        for name in &v.nodes {
+            let Some(node) = ctx.node(name) else { continue };
+            let current = node
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.boot_id.clone())
+                .unwrap_or_default();
+            let recorded = ctx.status(v).node_boot_ids.get(name).cloned();
+            match recorded {
+                None => {
+                    ctx.status_mut(v)
+                        .node_boot_ids
+                        .insert(name.clone(), current);
+                    wrote = true;
+                }
+                Some(old) if !old.is_empty() && old != current => {
+                    if ctx.opts.reapply_on_reboot && reset(ctx, v, name) {
+                        wrote = true;
+                        continue; // B4: the boot id waits for a pass with nothing left to reset
+                    }
+                    ctx.status_mut(v)
+                        .node_boot_ids
+                        .insert(name.clone(), current);
+                    wrote = true;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    wrote
+}
+
+/// Resets (v, node) for a reboot; false when there was nothing left to reset (T18).
+fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
+    let Some(node) = ctx.node(name) else {
+        return false;
+    };
+    let reset_keys = [
+        keys::node_state(&v.name),
+        keys::node_status(&v.name),
+        keys::drain_start(&v.name),
+        keys::node_version(&v.name),
+    ];
+    let has_keys = reset_keys
+        .iter()
+        .any(|k| super::view::annotation(node, k).is_some())
+        || super::view::annotation(node, &keys::cordon(&v.name)).is_some()
+        || super::view::label(node, &keys::node_status(&v.name)).is_some();
+    let jobs = crate::jobs::reboot_reset(&ctx.index, v.nw, name);
+    if !has_keys && jobs.is_empty() {
+        return false;
+    }
+    for e in jobs {
+        ctx.work.push(Slot::Before, e);
+    }
+    release_cordon(ctx, &v.name, node); // Q16: release through the ownership rule
+    for key in &reset_keys {
+        ctx.work.set_annotation(node, key, None);
+    }
+    ctx.work.set_label(node, &keys::node_status(&v.name), None);
+    ctx.work.unguarded.insert(name.to_string());
+    let status = ctx.status_mut(v);
+    status.node_state.remove(name);
+    status.node_status.remove(name);
+    status.status = Some(Status::Unknown);
+    ctx.work.event(
+        nw_ref(&v.name, &v.uid),
+        false,
+        "Reboot",
+        "ResetNodeState",
+        format!("detected reboot, resetting node [{name}] to be reapplied"),
+    );
+    ctx.work.event(
+        node_ref(name),
+        false,
+        "Reboot",
+        "ResetNodeState",
+        format!(
+            "detected reboot, resetting node for [{}] to be reapplied",
+            v.name
+        ),
+    );
+    true
 }

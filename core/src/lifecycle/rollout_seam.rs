@@ -6,8 +6,8 @@ use nodewright_crds::Status;
 
 use super::ctx::Ctx;
 use super::view::NwView;
-use crate::rollout::{self, NodeView, RolloutDecision, RolloutSettings};
 use crate::Options;
+use crate::rollout::{self, NodeView, RolloutDecision, RolloutSettings};
 
 /// The recognised runtime-required taints: the configured one plus the legacy one (§10.1).
 pub fn runtime_required_taints(options: &Options) -> Vec<Taint> {
@@ -18,7 +18,10 @@ pub fn runtime_required_taints(options: &Options) -> Vec<Taint> {
         effect: "NoSchedule".into(),
         time_added: None,
     };
-    if configured.key == legacy.key && configured.value == legacy.value && configured.effect == legacy.effect {
+    if configured.key == legacy.key
+        && configured.value == legacy.value
+        && configured.effect == legacy.effect
+    {
         vec![configured]
     } else {
         vec![configured, legacy]
@@ -34,13 +37,25 @@ pub fn node_views(ctx: &Ctx, v: &NwView, before: Option<&[Status]>) -> Vec<NodeV
             let node = ctx.node(name)?;
             let status = ctx.work.node_status(node, &v.name);
             let prior = before.and_then(|b| b.get(i).copied()).unwrap_or(status);
-            Some(NodeView::from_node(node, status, prior, ctx.node_complete(v, name)))
+            Some(NodeView::from_node(
+                node,
+                status,
+                prior,
+                ctx.node_complete(v, name),
+            ))
         })
         .collect()
 }
 
 /// Calls `plan_rollout` for `v`.
-pub fn plan(ctx: &Ctx, v: &NwView, views: &[NodeView], evaluate: bool, select: bool, reset: bool) -> RolloutDecision {
+pub fn plan(
+    ctx: &Ctx,
+    v: &NwView,
+    views: &[NodeView],
+    evaluate: bool,
+    select: bool,
+    reset: bool,
+) -> RolloutDecision {
     let settings = RolloutSettings {
         runtime_required_taints: runtime_required_taints(ctx.opts),
         evaluate,
@@ -54,7 +69,8 @@ pub fn plan(ctx: &Ctx, v: &NwView, views: &[NodeView], evaluate: bool, select: b
 
 /// Writes the decision's bookkeeping into the working status and the node-order cache.
 pub fn record(ctx: &mut Ctx, v: &NwView, decision: &RolloutDecision) {
-    ctx.node_orders.insert(v.name.clone(), decision.node_order.clone());
+    ctx.node_orders
+        .insert(v.name.clone(), decision.node_order.clone());
     let status = ctx.status_mut(v);
     status.node_priority = decision.node_priority.clone();
     status.node_order_offset = decision.node_order_offset;

@@ -6,7 +6,7 @@ use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
 use super::ctx::Ctx;
 use super::view::NwView;
 use super::work::Slot;
-use crate::effect::{Context, Effect};
+use crate::effect::Effect;
 use crate::jobs;
 
 /// What a start attempt did.
@@ -17,17 +17,6 @@ pub enum Start {
     /// Nothing was created this pass (an executor exists, a finished one awaits recording, a
     /// parked failure absorbs the request, or an old Job must be cleared first).
     Waiting,
-}
-
-/// Context for effects about (nw, node, package, stage).
-pub fn context(nw: &str, node: &str, pkg: &Package, stage: Stage) -> Context {
-    Context {
-        nodewright: Some(nw.to_string()),
-        node: Some(node.to_string()),
-        package: Some(pkg.name.clone()),
-        version: Some(pkg.version.clone()),
-        stage: Some(stage.as_str().to_string()),
-    }
 }
 
 /// Builds and emits the Job for (v, node, pkg, stage); `interrupt` selects the interrupt Job.
@@ -41,7 +30,8 @@ pub fn start_executor(
     entry: Option<&PackageStatus>,
 ) -> Start {
     let triple = (v.name.clone(), node.to_string(), pkg.name.clone());
-    if ctx.started.contains(&triple) || ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version) {
+    if ctx.started.contains(&triple) || ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version)
+    {
         return Start::Waiting;
     }
     let inputs = jobs::builder::JobInputs {
@@ -85,7 +75,10 @@ pub fn start_executor(
 
 /// Ensures the node metadata ConfigMap before an executor starts (§1.5), once per pass.
 pub fn ensure_metadata(ctx: &mut Ctx, v: &NwView, node: &str) {
-    if !ctx.metadata_ensured.insert((v.name.clone(), node.to_string())) {
+    if !ctx
+        .metadata_ensured
+        .insert((v.name.clone(), node.to_string()))
+    {
         return;
     }
     let Some(n) = ctx.node(node) else { return };

@@ -82,7 +82,12 @@ pub fn aggregate(nodes: impl IntoIterator<Item = (bool, Status)>) -> Status {
     if count(Status::InProgress) > 0 {
         return Status::InProgress;
     }
-    for s in [Status::Erroring, Status::Blocked, Status::Unknown, Status::Waiting] {
+    for s in [
+        Status::Erroring,
+        Status::Blocked,
+        Status::Unknown,
+        Status::Waiting,
+    ] {
         if count(s) > 0 && count(s) == remaining {
             return s;
         }
@@ -114,12 +119,20 @@ pub fn node_status(nw_status: Status, has_compartments: bool, f: NodeFacts) -> S
     if !f.complete && nw_status != Status::Waiting && !f.ready {
         return Status::Waiting;
     }
-    let fallback = if has_compartments { Status::Waiting } else { Status::Unknown };
+    let fallback = if has_compartments {
+        Status::Waiting
+    } else {
+        Status::Unknown
+    };
     if matches!(
         f.current,
         Status::Disabled | Status::Paused | Status::Waiting | Status::Blocked
     ) {
-        return if f.complete { Status::Complete } else { fallback };
+        return if f.complete {
+            Status::Complete
+        } else {
+            fallback
+        };
     }
     match (f.current, f.complete) {
         (s, true) if s != Status::Complete => Status::Complete,
@@ -194,7 +207,15 @@ pub fn set_ready(
     let reason = ready_reason(current);
     let mut changed = false;
     for ty in ["Ready".to_string(), format!("{}/Ready", keys::PREFIX)] {
-        changed |= set_condition(&mut status.conditions, &ty, complete, reason, &message, generation, now);
+        changed |= set_condition(
+            &mut status.conditions,
+            &ty,
+            complete,
+            reason,
+            &message,
+            generation,
+            now,
+        );
     }
     let transition = match prior {
         Some(p) if p != current => format!("Transitioned [{p}] -> [{current}]"),

@@ -9,7 +9,6 @@ use nodewright_crds::{
 };
 
 use super::dag::{Dag, DagError};
-use super::predicates::{self, ConfigUpdates};
 
 /// One NodeWright as the pass sees it.
 #[derive(Debug)]
@@ -63,7 +62,8 @@ impl<'a> NwView<'a> {
         selected.sort_by(|a, b| {
             let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
             let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
-            ta.cmp(&tb).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+            ta.cmp(&tb)
+                .then_with(|| a.metadata.name.cmp(&b.metadata.name))
         });
         let state_key = keys::node_state(&name);
         let parsed = selected
@@ -104,11 +104,6 @@ impl<'a> NwView<'a> {
         self.nw.spec.sequencing
     }
 
-    /// `status.configUpdates` as read.
-    pub fn config_updates(&self) -> &ConfigUpdates {
-        &self.status.config_updates
-    }
-
     /// True when the NodeWright names a DeploymentPolicy that does not exist.
     pub fn policy_missing(&self) -> bool {
         !self.nw.spec.deployment_policy.is_empty() && self.policy.is_none()
@@ -138,11 +133,6 @@ impl<'a> NwView<'a> {
             )),
             Ok(_) => None,
         }
-    }
-
-    /// D5 on an arbitrary document.
-    pub fn node_complete(&self, state: &NodeState) -> bool {
-        predicates::is_node_complete(state, &self.packages, self.config_updates())
     }
 }
 
@@ -184,4 +174,3 @@ static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 pub fn labels(node: &Node) -> &BTreeMap<String, String> {
     node.metadata.labels.as_ref().unwrap_or(&EMPTY)
 }
-

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
-use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus, Status, keys};
+use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
 use super::view::{annotation, label, node_name};
 use crate::effect::{Context, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
@@ -115,31 +115,11 @@ impl Work {
             .unwrap_or(Status::Unknown)
     }
 
-    /// True when the node's status annotation for `nw` is present.
-    pub fn has_node_status(&self, node: &Node, nw: &str) -> bool {
-        self.annotation(node, &keys::node_status(nw)).is_some()
-    }
-
     /// Sets the node Status for a NodeWright: annotation and label (N0).
     pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
         let key = keys::node_status(nw);
         self.set_annotation(node, &key, Some(status.as_str()));
         self.set_label(node, &key, Some(status.as_str()));
-    }
-
-    /// The current `spec.unschedulable`.
-    pub fn unschedulable(&self, node: &Node) -> bool {
-        match self
-            .unschedulable
-            .get(node.metadata.name.as_deref().unwrap_or_default())
-        {
-            Some(v) => *v,
-            None => node
-                .spec
-                .as_ref()
-                .and_then(|s| s.unschedulable)
-                .unwrap_or(false),
-        }
     }
 
     /// Sets `spec.unschedulable` (only recorded when it differs from the snapshot).
@@ -175,7 +155,14 @@ impl Work {
     }
 
     /// Queues an event.
-    pub fn event(&mut self, regarding: ObjectRef, warning: bool, reason: &str, action: &str, message: String) {
+    pub fn event(
+        &mut self,
+        regarding: ObjectRef,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        message: String,
+    ) {
         self.events.push(Effect::Event(Box::new(EventSpec {
             regarding,
             warning,
@@ -183,16 +170,6 @@ impl Work {
             action: action.to_string(),
             message,
         })));
-    }
-
-    /// True when any node write is pending.
-    pub fn has_node_writes(&self) -> bool {
-        !self.removed.is_empty()
-            || !self.taints_add.is_empty()
-            || !self.taints_remove.is_empty()
-            || !self.unschedulable.is_empty()
-            || self.annotations.values().any(|c| !c.is_empty())
-            || self.labels.values().any(|c| !c.is_empty())
     }
 }
 
@@ -287,9 +264,4 @@ pub fn node_patch(
         && patch.taints_add.is_empty()
         && patch.taints_remove.is_empty();
     (!empty).then_some(patch)
-}
-
-/// The entry helper used by tests and the pass: `(stage, state)` of an entry.
-pub fn stage_state(entry: &PackageStatus) -> (nodewright_crds::Stage, Option<nodewright_crds::State>) {
-    (entry.stage, entry.state)
 }

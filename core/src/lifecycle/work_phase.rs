@@ -28,7 +28,9 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let dag = match (&v.graph, v.graph_error()) {
         (Ok(dag), None) => dag,
         (_, Some(err)) => {
-            ctx.work.errors.push(format!("nodewright {}: {err}", v.name));
+            ctx.work
+                .errors
+                .push(format!("nodewright {}: {err}", v.name));
             return;
         }
         (Err(_), None) => return,
@@ -43,9 +45,10 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     if ctx.nw_complete(v) && !uninstall_work {
         return;
     }
-    let any_ready = v.nodes.iter().any(|n| {
-        (!ctx.node_complete(v, n) || uninstall_work) && node_ready(ctx, views, v, n)
-    });
+    let any_ready = v
+        .nodes
+        .iter()
+        .any(|n| (!ctx.node_complete(v, n) || uninstall_work) && node_ready(ctx, views, v, n));
     if !any_ready {
         return;
     }
@@ -84,7 +87,8 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
             .doc(v, node)
             .ok_or_else(|| format!("nodeState on node {node} cannot be parsed"))?;
         work |= v.packages.values().any(|p| {
-            in_cycle(doc, p) || (v.deleting && p.uninstall_enabled() && doc.get(&p.name, &p.version).is_some())
+            in_cycle(doc, p)
+                || (v.deleting && p.uninstall_enabled() && doc.get(&p.name, &p.version).is_some())
         });
     }
     Ok(work)
@@ -95,7 +99,9 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
     let mut changed = BTreeSet::new();
     let mut clear_updates: BTreeSet<String> = BTreeSet::new();
     for node in &v.nodes {
-        let Some(doc) = ctx.doc(v, node).cloned() else { continue };
+        let Some(doc) = ctx.doc(v, node).cloned() else {
+            continue;
+        };
         let mut new_doc = doc.clone();
         for entry in doc.0.values() {
             let Some(pkg) = v.packages.get(&entry.name) else {
@@ -141,11 +147,15 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
 fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for node in &v.nodes {
-        let Some(doc) = ctx.doc(v, node).cloned() else { continue };
+        let Some(doc) = ctx.doc(v, node).cloned() else {
+            continue;
+        };
         let mut new_doc = doc.clone();
         let mut removed = false;
         for pkg in v.packages.values() {
-            let Some(entry) = doc.get(&pkg.name, &pkg.version) else { continue };
+            let Some(entry) = doc.get(&pkg.name, &pkg.version) else {
+                continue;
+            };
             if !uninstall_requested(pkg, v.deleting) && !in_cycle(&doc, pkg) {
                 continue;
             }
@@ -178,15 +188,23 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
 }
 
 /// §7.3 toRun(node): pending uninstalls, then the filtered RunNext, as package names.
-pub fn to_run(v: &NwView, dag: &Dag, doc: &NodeState, updates: &pr::ConfigUpdates, pending: &[String]) -> Vec<String> {
-    let done: BTreeSet<String> = complete_set(doc, &v.packages, updates).into_iter().collect();
+pub fn to_run(
+    v: &NwView,
+    dag: &Dag,
+    doc: &NodeState,
+    updates: &pr::ConfigUpdates,
+    pending: &[String],
+) -> Vec<String> {
+    let done: BTreeSet<String> = complete_set(doc, &v.packages, updates)
+        .into_iter()
+        .collect();
     let mut next: Vec<&Package> = dag
         .next(&done)
         .iter()
         .filter_map(|key| v.packages.values().find(|p| p.unique_name() == *key))
         .filter(|p| {
-            !in_cycle(doc, p)
-                && !(uninstall_requested(p, v.deleting) && doc.get(&p.name, &p.version).is_none())
+            let uninstalled = doc.get(&p.name, &p.version).is_none();
+            !in_cycle(doc, p) && (!uninstall_requested(p, v.deleting) || !uninstalled)
         })
         .collect();
     next.sort_by(|a, b| a.name.cmp(&b.name));
@@ -210,13 +228,22 @@ pub fn to_run(v: &NwView, dag: &Dag, doc: &NodeState, updates: &pr::ConfigUpdate
 
 /// One node of the work phase: gate and apply for each package of toRun (§7.4, §7.5).
 fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String], finishing: bool) {
-    let Some(doc) = ctx.doc(v, node).cloned() else { return };
+    let Some(doc) = ctx.doc(v, node).cloned() else {
+        return;
+    };
     let updates = ctx.status(v).config_updates.clone();
     let names = to_run(v, dag, &doc, &updates, pending);
     let merged = merge(names.iter().filter_map(|n| v.packages.get(n)), &updates);
     for name in names {
-        let Some(pkg) = v.packages.get(&name) else { continue };
-        if finishing && ctx.doc(v, node).and_then(|d| d.get(&pkg.name, &pkg.version)).is_none() {
+        let Some(pkg) = v.packages.get(&name) else {
+            continue;
+        };
+        if finishing
+            && ctx
+                .doc(v, node)
+                .and_then(|d| d.get(&pkg.name, &pkg.version))
+                .is_none()
+        {
             continue; // a stopped compartment only finishes what is in flight (D9)
         }
         if has_interrupt(pkg, &updates) && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
@@ -232,8 +259,18 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
 }
 
 /// Gate G1–G8; true means PROCEED.
-fn gate(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, merged: Option<&Merged>, updates: &pr::ConfigUpdates) -> bool {
-    let entry = ctx.doc(v, node).and_then(|d| d.get(&pkg.name, &pkg.version)).cloned();
+fn gate(
+    ctx: &mut Ctx,
+    v: &NwView,
+    node: &str,
+    pkg: &Package,
+    merged: Option<&Merged>,
+    updates: &pr::ConfigUpdates,
+) -> bool {
+    let entry = ctx
+        .doc(v, node)
+        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .cloned();
     let owner = merged.is_some_and(|m| m.owner == pkg.name);
     let stage = entry
         .as_ref()
@@ -288,7 +325,14 @@ fn promote_skipped(ctx: &mut Ctx, v: &NwView, node: &str) {
 }
 
 /// §8.4: start the node's merged interrupt for `pkg` at `stage` (B6, invariant 16.2).
-fn fire(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, stage: Stage, merged: Option<&Merged>) {
+fn fire(
+    ctx: &mut Ctx,
+    v: &NwView,
+    node: &str,
+    pkg: &Package,
+    stage: Stage,
+    merged: Option<&Merged>,
+) {
     let key = (v.name.clone(), node.to_string());
     if ctx.node_busy(node) || ctx.fired.contains(&key) {
         return;
@@ -300,8 +344,12 @@ fn fire(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, stage: Stage, merg
             None => return,
         },
     };
-    let entry = ctx.doc(v, node).and_then(|d| d.get(&pkg.name, &pkg.version)).cloned();
-    if start_executor(ctx, v, node, pkg, stage, Some(&interrupt), entry.as_ref()) == Start::Created {
+    let entry = ctx
+        .doc(v, node)
+        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .cloned();
+    if start_executor(ctx, v, node, pkg, stage, Some(&interrupt), entry.as_ref()) == Start::Created
+    {
         ctx.fired.insert(key);
         if let Some(d) = ctx.doc_mut(v, node) {
             d.upsert(entry_for(pkg, stage, State::InProgress));
@@ -321,7 +369,10 @@ fn fire(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, stage: Stage, merg
 
 /// Apply step A1–A7 (with D4: a lost or failed executor resumes at the entry's own stage).
 fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::ConfigUpdates) {
-    let entry = ctx.doc(v, node).and_then(|d| d.get(&pkg.name, &pkg.version)).cloned();
+    let entry = ctx
+        .doc(v, node)
+        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .cloned();
     let mut stage = entry.as_ref().map_or(Stage::Apply, |e| e.stage);
     if let Some(next) = entry.as_ref().and_then(|e| next_stage(e, pkg, updates)) {
         stage = next;
@@ -332,7 +383,11 @@ fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::Con
         // The interrupt left the spec mid-cycle: continue with post-interrupt.
         stage = Stage::PostInterrupt;
     }
-    if stage == Stage::UninstallInterrupt || entry.as_ref().is_some_and(|e| e.state == Some(State::Skipped)) {
+    if stage == Stage::UninstallInterrupt
+        || entry
+            .as_ref()
+            .is_some_and(|e| e.state == Some(State::Skipped))
+    {
         return;
     }
     if start_executor(ctx, v, node, pkg, stage, None, entry.as_ref()) != Start::Created {
@@ -347,9 +402,23 @@ fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::Con
     let generation = v.generation;
     let now = ctx.now;
     let status = ctx.status_mut(v);
-    let message = format!("Applying package [{}:{}] to node [{node}]", pkg.name, pkg.version);
-    for ty in ["ApplyPackage".to_string(), format!("{}/ApplyPackage", keys::PREFIX)] {
-        set_condition(&mut status.conditions, &ty, true, "ApplyPackage", &message, generation, now);
+    let message = format!(
+        "Applying package [{}:{}] to node [{node}]",
+        pkg.name, pkg.version
+    );
+    for ty in [
+        "ApplyPackage".to_string(),
+        format!("{}/ApplyPackage", keys::PREFIX),
+    ] {
+        set_condition(
+            &mut status.conditions,
+            &ty,
+            true,
+            "ApplyPackage",
+            &message,
+            generation,
+            now,
+        );
     }
     let (n, ver, s) = (&pkg.name, &pkg.version, stage.as_str());
     ctx.work.event(
@@ -357,7 +426,10 @@ fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::Con
         false,
         "Apply",
         "ApplyPackage",
-        format!("Applying package [{n}:{ver}] from [nodewright:{}] stage [{s}]", v.name),
+        format!(
+            "Applying package [{n}:{ver}] from [nodewright:{}] stage [{s}]",
+            v.name
+        ),
     );
     ctx.work.event(
         nw_ref(&v.name, &v.uid),
@@ -371,9 +443,15 @@ fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::Con
 /// §8.2 EnsureReady: cordon (B1: answer not ready in the cordoning pass), wait for
 /// non-interrupt pods, drain (evict, then wait until nothing is left).
 pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -> bool {
-    let Some(node) = ctx.node(node_name) else { return false };
+    let Some(node) = ctx.node(node_name) else {
+        return false;
+    };
     let cordon_key = keys::cordon(&v.name);
-    let durable = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+    let durable = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
         && super::view::annotation(node, &cordon_key) == Some("true");
     if !durable {
         ctx.work.set_unschedulable(node, true);
@@ -397,7 +475,8 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
             .map(|p| pod_name(p))
             .collect();
         if !blocking.is_empty() {
-            ctx.non_interrupt_blocked.insert((v.name.clone(), node_name.to_string()));
+            ctx.non_interrupt_blocked
+                .insert((v.name.clone(), node_name.to_string()));
             return false;
         }
     }

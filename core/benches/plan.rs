@@ -1,5 +1,6 @@
 //! One reconcile pass over large clusters: 1,000 nodes × 5 packages and 10,000 nodes × 10
-//! packages, every node mid-rollout (half complete, half with an apply in flight).
+//! packages, every node mid-rollout (half complete, half with an apply in flight), boot ids
+//! already recorded so the pass runs through introspection.
 //!
 //! Run: `cargo bench -p nodewright-core --bench plan`
 
@@ -44,6 +45,13 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
             },
         );
     }
+    let mut status = nodewright_crds::NodeWrightStatus::default();
+    for i in 0..nodes {
+        status
+            .node_boot_ids
+            .insert(format!("node-{i:05}"), "boot".into());
+    }
+    nw.status = Some(status);
     let nodes = (0..nodes)
         .map(|i| {
             let name = format!("node-{i:05}");

@@ -1098,3 +1098,51 @@ fn r9_metrics_zero_filled_for_every_status() {
             .any(|m| m.name == "package_stage_count" && m.value == 1.0)
     );
 }
+
+fn rr_world(auto: bool) -> nodewright_core::Snapshot {
+    let mut n = with_pkg(nw("demo"), "a", "1.0.0");
+    n.spec.runtime_required = true;
+    n.spec.auto_taint_new_nodes = auto;
+    snapshot(vec![n], vec![node("n1")])
+}
+
+#[test]
+fn r3_inv16_16_auto_taint_new_node_once() {
+    let mut s = rr_world(true);
+    let plan = step(&mut s);
+    let patch = plan
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::PatchNode(p) => Some(p),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(patch.taints_add.len(), 1);
+    assert_eq!(patch.taints_add[0].key, "nodewright.nvidia.com");
+}
+
+#[test]
+fn r8_inv16_16_runtime_required_taint_removed_when_complete() {
+    let mut s = rr_world(true);
+    converge(&mut s, 30);
+    let taints = s.nodes[0]
+        .spec
+        .as_ref()
+        .unwrap()
+        .taints
+        .clone()
+        .unwrap_or_default();
+    assert!(taints.is_empty(), "{taints:?}");
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
+    assert_eq!(
+        s.nodes[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap()
+            .get(&keys::auto_taint("nodewright.nvidia.com"))
+            .map(String::as_str),
+        Some("true")
+    );
+}

@@ -24,6 +24,8 @@ use support::*;
 
 const NODE: &str = "worker-1";
 
+type PackageEdit = Box<dyn Fn(&mut nodewright_crds::Package)>;
+
 fn outs_at(snap: &Snapshot, o: &Options, now: Timestamp) -> Outcomes {
     let index = ExecutorIndex::build(snap, o);
     jobs::outcomes(&index, snap, o, now)
@@ -1851,7 +1853,7 @@ fn r6_6_fingerprint_ignores_unrelated_edit() {
 fn r6_6_fingerprint_inputs_replace_unfinished_jobs() {
     let state = at_stage(Stage::Apply, State::InProgress);
     let job = active(apply_job("u1"), 0);
-    let edits: Vec<Box<dyn Fn(&mut nodewright_crds::Package)>> = vec![
+    let edits: Vec<PackageEdit> = vec![
         Box::new(|p| p.image = "other/image".into()),
         Box::new(|p| p.container_sha = format!("sha256:{}", "0".repeat(64))),
         Box::new(|p| p.agent_image_override = "a/agent:2".into()),
@@ -2105,10 +2107,7 @@ fn r7_10_interrupt_jobs_resume_like_package_jobs() {
     ));
     let snap = one_node(&NodeState::default(), vec![job], vec![]);
     let index = ExecutorIndex::build(&snap, &options());
-    assert_eq!(
-        suspend_values(&jobs::resume(&index, &nw, &jobs::Sweep::default()))[0].1,
-        false
-    );
+    assert!(!suspend_values(&jobs::resume(&index, &nw, &jobs::Sweep::default()))[0].1);
 }
 
 // ---------------------------------------------------------------- §8 interrupts

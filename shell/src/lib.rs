@@ -10,5 +10,7 @@ pub mod interpret;
 pub mod leader;
 pub mod merge;
 pub mod metrics;
+pub mod runner;
 pub mod trace;
+pub mod version;
 pub mod webhook;

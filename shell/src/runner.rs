@@ -1,0 +1,192 @@
+//! The pass loop: debounced triggers and requeues, snapshot, `reconcile`, interpret, metrics,
+//! trace (02-lifecycle.md §3).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::Timestamp;
+use nodewright_core::{ClusterInfo, Options, Plan};
+use tokio::sync::{Mutex, watch};
+use tracing::{debug, info, warn};
+
+use crate::cache::{Caches, Trigger};
+use crate::interpret::{Interpreter, Report};
+use crate::metrics::{EffectLabels, Metrics};
+use crate::trace::TraceRecorder;
+
+/// Delay that lets a burst of events collapse into one pass.
+pub const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// Requeue after effects were dropped or skipped (the next pass re-decides on fresh state).
+pub const RETRY_SOON: Duration = Duration::from_secs(1);
+
+/// Cap of the error backoff.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// Everything one pass needs.
+pub struct Runner {
+    /// Watch caches.
+    pub caches: Caches,
+    /// Wakes the loop.
+    pub trigger: Trigger,
+    /// The effect interpreter.
+    pub interpreter: Interpreter,
+    /// Operator options.
+    pub options: Options,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// What the start-up check learned.
+    pub cluster: ClusterInfo,
+    /// Trace recorder, when `NODEWRIGHT_TRACE` is set.
+    pub trace: Option<Arc<Mutex<TraceRecorder>>>,
+}
+
+/// The wait before the next pass given this pass's outcome; `failures` counts consecutive
+/// failing passes.
+pub fn next_delay(plan: &Plan, report: &Report, failures: u32) -> Option<Duration> {
+    if failures > 0 {
+        let backoff = Duration::from_secs(1).saturating_mul(1u32 << failures.min(9));
+        return Some(backoff.min(MAX_BACKOFF));
+    }
+    let soon = report.wants_requeue().then_some(RETRY_SOON);
+    match (plan.requeue_after, soon) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl Runner {
+    /// Runs passes while `leading` is true, until `shutdown` turns true. Returns when leadership
+    /// is lost or on shutdown (after the running pass completed).
+    pub async fn run(
+        self,
+        mut leading: watch::Receiver<bool>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        while !*leading.borrow() {
+            tokio::select! {
+                _ = leading.changed() => {}
+                _ = shutdown.changed() => return,
+            }
+        }
+        info!("waiting for caches to sync");
+        tokio::select! {
+            _ = self.caches.wait_ready() => {}
+            _ = shutdown.changed() => return,
+        }
+        info!("caches synced; starting passes");
+        let mut failures = 0u32;
+        let mut delay: Option<Duration> = Some(Duration::ZERO);
+        loop {
+            let sleep = async {
+                match delay {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = self.trigger.wait() => {}
+                _ = sleep => {}
+                _ = shutdown.changed() => return,
+                _ = leading.changed() => {
+                    if !*leading.borrow() { return; }
+                }
+            }
+            tokio::time::sleep(DEBOUNCE).await;
+            let (plan, report) = self.pass().await;
+            let failed = !plan.errors.is_empty() || !report.errors().is_empty();
+            failures = if failed { failures + 1 } else { 0 };
+            delay = next_delay(&plan, &report, failures);
+            debug!(next = ?delay, "pass scheduled");
+        }
+    }
+
+    /// One pass: snapshot, plan, apply; returns the plan and what applying it did.
+    pub async fn pass(&self) -> (Plan, Report) {
+        let started = Instant::now();
+        let snapshot = self.caches.snapshot(&self.cluster);
+        let now = Timestamp::now();
+        let plan = nodewright_core::reconcile(&snapshot, &self.options, now);
+        let planned = started.elapsed();
+        self.metrics.plan_duration.observe(planned.as_secs_f64());
+        self.metrics.plan.replace(&plan.metrics);
+        let pass_no = match &self.trace {
+            Some(t) => t
+                .lock()
+                .await
+                .pass(now, &snapshot, &plan)
+                .map_err(|e| warn!(error = %e, "trace write failed"))
+                .ok(),
+            None => None,
+        };
+        let report = self.interpreter.apply(&snapshot, &plan).await;
+        if let (Some(t), Some(n)) = (&self.trace, pass_no)
+            && let Err(e) = t.lock().await.outcomes(n, &report)
+        {
+            warn!(error = %e, "trace write failed");
+        }
+        self.record(&plan, &report, started.elapsed(), planned);
+        (plan, report)
+    }
+
+    fn record(&self, plan: &Plan, report: &Report, took: Duration, planned: Duration) {
+        let m = &self.metrics;
+        m.passes.inc();
+        m.pass_duration.observe(took.as_secs_f64());
+        for (kind, outcome) in &report.outcomes {
+            m.effects
+                .get_or_create(&EffectLabels {
+                    effect: kind.to_string(),
+                    outcome: outcome.label().to_string(),
+                })
+                .inc();
+        }
+        for (kind, n) in self.caches.sizes() {
+            m.cache_objects
+                .get_or_create(&vec![("kind".to_string(), kind.to_string())])
+                .set(n as i64);
+        }
+        let errors = report.errors();
+        if !plan.errors.is_empty() || !errors.is_empty() {
+            m.pass_errors.inc();
+            warn!(plan_errors = ?plan.errors, effect_errors = ?errors, "pass reported errors");
+        }
+        if !plan.effects.is_empty() {
+            info!(
+                effects = plan.effects.len(),
+                applied = report.count("applied"),
+                dropped = report.count("dropped"),
+                skipped = report.count("skipped"),
+                failed = report.count("failed"),
+                plan_ms = planned.as_millis() as u64,
+                took_ms = took.as_millis() as u64,
+                "pass"
+            );
+        } else {
+            debug!(plan_ms = planned.as_millis() as u64, "idle pass");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::interpret::Outcome;
+
+    #[test]
+    fn r3_requeue_takes_the_smaller_delay_and_errors_back_off() {
+        let plan = Plan {
+            requeue_after: Some(Duration::from_secs(600)),
+            ..Plan::default()
+        };
+        let idle = Report::default();
+        assert_eq!(next_delay(&plan, &idle, 0), Some(Duration::from_secs(600)));
+        let dropped = Report {
+            outcomes: vec![("PatchNode", Outcome::Dropped("x".into()))],
+        };
+        assert_eq!(next_delay(&plan, &dropped, 0), Some(RETRY_SOON));
+        assert_eq!(next_delay(&Plan::default(), &idle, 0), None);
+        assert_eq!(next_delay(&plan, &idle, 1), Some(Duration::from_secs(2)));
+        assert_eq!(next_delay(&plan, &idle, 30), Some(MAX_BACKOFF));
+    }
+}

@@ -2340,3 +2340,17 @@ fn r10_6_config_rerun_carries_a_new_resource_id() {
         format!("demo-{UID}-5")
     );
 }
+
+#[test]
+fn r4_6_2_stale_failure_target_is_not_re_recorded_every_pass() {
+    let job = failure_target(apply_job("u1"), t0());
+    let state = at_stage(Stage::Apply, State::Erroring);
+    let mut n = node(NODE, Some(&state));
+    n.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(keys::node_status("demo"), "erroring".into());
+    let snap = snapshot(demo(), vec![n], vec![job], vec![]);
+    assert!(state_outcome(&outs_at(&snap, &options(), at(400))).is_none());
+}

@@ -132,6 +132,19 @@ pub fn snapshot_node_state(snapshot: &Snapshot, nw: &str, node: &str) -> Option<
     NodeState::parse(text).ok()
 }
 
+/// The node status annotation `<P>/status_<nw>` of `node` in the snapshot.
+fn node_status(snapshot: &Snapshot, nw: &str, node: &str) -> Option<String> {
+    snapshot
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node))?
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(&keys::node_status(nw))
+        .cloned()
+}
+
 fn ttl_seconds(d: Duration) -> i32 {
     i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
 }
@@ -359,7 +372,7 @@ fn since(now: Timestamp, then: Timestamp) -> Duration {
 fn active(
     job: &ExecutorJob,
     state: Option<&NodeState>,
-    _snapshot: &Snapshot,
+    snapshot: &Snapshot,
     options: &Options,
     now: Timestamp,
     out: &mut Outcomes,
@@ -451,7 +464,12 @@ fn active(
             job_only.extend(last_logs_waiting(job));
         }
         if waited > FAILURE_TARGET_GRACE {
-            if open {
+            // No marker follows this verdict, so it is re-derived every pass: emit it only
+            // while it still changes something (entry or node status not yet erroring).
+            let recorded = entry.is_some_and(|e| e.state == Some(State::Erroring))
+                && node_status(snapshot, &job.nodewright, &job.node).as_deref()
+                    == Some(nodewright_crds::Status::Erroring.as_str());
+            if open && !recorded {
                 state_kind = Some(OutcomeKind::TerminalFailed {
                     reason: "FailureTarget".to_string(),
                     restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),

@@ -15,7 +15,7 @@ use crate::world::World;
 
 /// One scheduled action.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "camelCase", deny_unknown_fields)]
+#[serde(tag = "action", rename_all = "camelCase", rename_all_fields = "camelCase", deny_unknown_fields)]
 pub enum Action {
     /// Create an object, or replace the spec/metadata of an existing one (like `kubectl apply`).
     Apply {
@@ -117,6 +117,8 @@ pub enum Action {
         #[serde(default)]
         late_effects: bool,
     },
+    /// Nothing; makes the simulation stop at this instant (used for checkpoints).
+    Mark,
     /// Replace the operator's fault settings.
     Faults {
         /// New faults.
@@ -289,6 +291,6 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
             let entry = entry.clone();
             edit_entry(world, node, nodewright, move |d| d.upsert(entry))
         }
-        Action::CrashOperator { .. } | Action::LeaderChange { .. } | Action::Faults { .. } => Ok(()),
+        Action::CrashOperator { .. } | Action::LeaderChange { .. } | Action::Faults { .. } | Action::Mark => Ok(()),
     }
 }

@@ -76,6 +76,7 @@ pub struct Operator {
     /// Events emitted.
     pub events: Vec<nodewright_core::EventSpec>,
     cursor: usize,
+    dropped_since_relist: bool,
     inflight: Vec<(SimTime, usize)>,
     last_relist: SimTime,
     error_backoff: SimTime,
@@ -100,6 +101,7 @@ impl Operator {
             crash_next_pass: None,
             events: Vec::new(),
             cursor: 0,
+            dropped_since_relist: false,
             inflight: Vec::new(),
             last_relist: 0,
             error_backoff: 1_000,
@@ -119,6 +121,7 @@ impl Operator {
         self.cursor = world.store.log.len();
         self.inflight.clear();
         self.last_relist = now;
+        self.dropped_since_relist = false;
         if let Some(trace) = self.trace.as_mut() {
             trace.push(Record::Relist {
                 at: timestamp(now),
@@ -145,7 +148,7 @@ impl Operator {
     fn relist_period(&self) -> SimTime {
         if self.faults.relist_every.0 > 0 {
             self.faults.relist_every.0
-        } else if self.faults.drop_watch > 0.0 {
+        } else if self.faults.drop_watch > 0.0 || self.dropped_since_relist {
             60_000
         } else {
             0
@@ -197,6 +200,7 @@ impl Operator {
         let log = &world.store.log;
         for index in self.cursor..log.len() {
             if self.rng.chance(self.faults.drop_watch) {
+                self.dropped_since_relist = true;
                 continue;
             }
             self.inflight.push((log[index].at + self.faults.cache_lag.0, index));

@@ -310,7 +310,12 @@ impl Scenario {
                 options_env: self.options.clone(),
             }]);
         }
-        let mut sim = Simulation::new(world, operator, self.timeline.clone());
+        let mut actions = self.timeline.clone();
+        actions.extend(self.checkpoints.iter().map(|c| TimedAction {
+            at: c.at,
+            action: crate::actions::Action::Mark,
+        }));
+        let mut sim = Simulation::new(world, operator, actions);
         if config.timeline {
             sim.timeline = Some(Timeline::default());
         }

@@ -1,1 +1,5 @@
-fn main() {}
+//! `nodewright-operator`: the NodeWright operator process.
+
+fn main() -> std::process::ExitCode {
+    nodewright_shell::operator::main()
+}

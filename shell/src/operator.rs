@@ -1,0 +1,229 @@
+//! Process wiring of `nodewright-operator`: options, client, caches, leader election, pass loop,
+//! webhooks, probes, metrics and graceful shutdown on SIGTERM.
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum_server::tls_rustls::RustlsConfig;
+use kube::Client;
+use nodewright_core::Options;
+use tokio::sync::{Mutex, watch};
+use tracing::{error, info, warn};
+
+use crate::cache::{self, Trigger};
+use crate::interpret::{EventRecorder, Interpreter};
+use crate::leader::{self, LeaderConfig};
+use crate::metrics::Metrics;
+use crate::runner::Runner;
+use crate::server::{self, Health, WEBHOOK_PORT};
+use crate::trace::TraceRecorder;
+use crate::webhook::admission::ApiLookups;
+use crate::webhook::bootstrap::CertManager;
+use crate::webhook::{cert, tls};
+use crate::{logging, version};
+
+/// How often every replica re-checks the webhook certificate Secret and CA bundles.
+pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
+
+/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors or lost leadership, 2 on
+/// invalid options.
+pub fn main() -> ExitCode {
+    let env: BTreeMap<String, String> = std::env::vars().collect();
+    let options = match Options::from_env(&env) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("nodewright-operator: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let addrs = match (
+        server::parse_addr(&options.metrics_addr),
+        server::parse_addr(&options.probe_addr),
+    ) {
+        (Ok(m), Ok(p)) => (m, p),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("nodewright-operator: invalid operator options: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    logging::init(&options.log_encoder, &options.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(options, env, addrs)) {
+        Ok(code) => code,
+        Err(e) => {
+            error!(error = %e, "operator failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn identity(env: &BTreeMap<String, String>) -> String {
+    let host = env
+        .get("POD_NAME")
+        .or_else(|| env.get("HOSTNAME"))
+        .cloned()
+        .unwrap_or_else(|| "nodewright-operator".into());
+    let nanos = jiff::Timestamp::now().as_nanosecond() as u64;
+    format!("{host}_{:x}{:x}", std::process::id(), nanos & 0xffff_ffff)
+}
+
+async fn run(
+    options: Options,
+    env: BTreeMap<String, String>,
+    (metrics_addr, probe_addr): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
+) -> anyhow::Result<ExitCode> {
+    let client = Client::try_default().await?;
+    let cluster = version::check(&client).await;
+    let identity = identity(&env);
+    info!(namespace = %options.namespace, identity = %identity, leader_election = options.leader_election,
+          webhooks = options.enable_webhooks, "starting nodewright-operator");
+
+    let (shutdown_tx, shutdown) = watch::channel(false);
+    tokio::spawn(wait_for_signal(shutdown_tx));
+
+    let metrics = Arc::new(Metrics::new(options.publish_legacy_metrics));
+    let trigger = Trigger::default();
+    let (caches, _watch_tasks) = cache::start(&client, &options.namespace, &trigger);
+    let mut health = Health::default();
+    {
+        let (caches, synced) = (caches.clone(), health.caches_synced.clone());
+        tokio::spawn(async move {
+            caches.wait_ready().await;
+            synced.store(true, Ordering::Relaxed);
+        });
+    }
+
+    if options.enable_webhooks {
+        let (crt, key) = cert::placeholder()?;
+        let tls_config = RustlsConfig::from_config(tls::server_config(&crt, &key)?);
+        let manager = CertManager::new(
+            client.clone(),
+            &options.namespace,
+            &options.webhook_secret_name,
+            &options.webhook_service_name,
+            tls_config.clone(),
+        );
+        health.webhook = Some(manager.clone());
+        tokio::spawn(manager.run(CERT_CHECK_PERIOD, shutdown.clone()));
+        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], WEBHOOK_PORT));
+        let router = server::webhook_router(ApiLookups(client.clone()));
+        tokio::spawn(server::serve_tls(
+            addr,
+            router,
+            tls_config,
+            shutdown.clone(),
+        ));
+    }
+    if let Some(addr) = probe_addr {
+        tokio::spawn(server::serve_http(
+            "probes",
+            addr,
+            server::probe_router(health.clone()),
+            shutdown.clone(),
+        ));
+    }
+    if let Some(addr) = metrics_addr {
+        tokio::spawn(server::serve_http(
+            "metrics",
+            addr,
+            server::metrics_router(metrics.clone()),
+            shutdown.clone(),
+        ));
+    }
+
+    let (leading_tx, leading) = watch::channel(false);
+    let leader_task = if options.leader_election {
+        let config = LeaderConfig::new(&options.namespace, &identity);
+        Some(tokio::spawn(leader::run(
+            client.clone(),
+            config,
+            leading_tx,
+            shutdown.clone(),
+        )))
+    } else {
+        let _ = leading_tx.send(true);
+        std::mem::forget(leading_tx);
+        None
+    };
+    {
+        let (mut leading, gauge) = (leading.clone(), metrics.leader.clone());
+        tokio::spawn(async move {
+            loop {
+                gauge.set(i64::from(*leading.borrow()));
+                if leading.changed().await.is_err() {
+                    gauge.set(0);
+                    return;
+                }
+            }
+        });
+    }
+
+    let trace = match env.get("NODEWRIGHT_TRACE").filter(|p| !p.is_empty()) {
+        Some(path) => {
+            info!(path = %path, "recording a trace");
+            let recorder =
+                TraceRecorder::create(std::path::Path::new(path), &options.namespace, &env)?;
+            Some(Arc::new(Mutex::new(recorder)))
+        }
+        None => None,
+    };
+    let events = EventRecorder::new(client.clone(), &identity);
+    let interpreter = Interpreter::new(client.clone(), &options.namespace, events)
+        .with_node_cache(caches.nodes.clone());
+    let runner = Runner {
+        caches,
+        trigger,
+        interpreter,
+        options,
+        metrics,
+        cluster,
+        trace,
+    };
+    runner.run(leading.clone(), shutdown.clone()).await;
+
+    if *shutdown.borrow() {
+        info!("shutting down");
+        if let Some(task) = leader_task {
+            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        return Ok(ExitCode::SUCCESS);
+    }
+    warn!("leadership lost; exiting so the replica restarts as a candidate");
+    Ok(ExitCode::FAILURE)
+}
+
+async fn wait_for_signal(tx: watch::Sender<bool>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => info!("SIGTERM received"),
+                    _ = tokio::signal::ctrl_c() => info!("SIGINT received"),
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    let _ = tx.send(true);
+}

@@ -2354,3 +2354,102 @@ fn r4_6_2_stale_failure_target_is_not_re_recorded_every_pass() {
     let snap = snapshot(demo(), vec![n], vec![job], vec![]);
     assert!(state_outcome(&outs_at(&snap, &options(), at(400))).is_none());
 }
+
+#[test]
+fn r8_5_interrupt_job_carries_the_merged_interrupt_of_the_winner() {
+    use base64::Engine;
+    let nw = demo_with(vec![package("baz", "1.1.0"), package("qux", "2.0.0")]);
+    let merged = service_interrupt(&["containerd", "kubelet", "kubelet"]);
+    let job = interrupt_job(&nw, "baz", &merged, NODE, "i");
+    assert_eq!(
+        job.metadata.name.as_deref(),
+        Some("demo-interrupt-service-worker-1-58d80ec4")
+    );
+    let args = job
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .init_containers
+        .unwrap()[0]
+        .args
+        .clone()
+        .unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(&args[3])
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(decoded).unwrap(),
+        r#"{"type":"service_restart","services":["containerd","kubelet","kubelet"]}"#,
+        "duplicates inside the winner's list survive (03 §2.1)"
+    );
+}
+
+#[test]
+fn r8_6_skipped_siblings_are_promoted_when_the_interrupt_completes() {
+    let nw = demo_with(vec![package("baz", "1.1.0"), package("qux", "2.0.0")]);
+    let job = complete(
+        interrupt_job(&nw, "baz", &service_interrupt(&["a"]), NODE, "u1"),
+        0,
+    );
+    let state = doc(vec![
+        entry("baz", "1.1.0", Stage::Interrupt, State::InProgress, 0),
+        entry("qux", "2.0.0", Stage::Interrupt, State::Skipped, 0),
+    ]);
+    let snap = snapshot(
+        nw.clone(),
+        vec![node(NODE, Some(&state))],
+        vec![job],
+        vec![],
+    );
+    let o = outs(&snap);
+    let changes = jobs::entry_changes(state_outcome(&o).unwrap(), Some(&nw), &state);
+    let states: Vec<_> = changes
+        .iter()
+        .map(|c| (c.key.as_str(), c.set.as_ref().unwrap().state))
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("qux|2.0.0", Some(State::Complete)),
+            ("baz|1.1.0", Some(State::Complete))
+        ]
+    );
+}
+
+#[test]
+fn r9_2_changes_carry_the_entry_they_were_decided_on() {
+    let (job, pods) = failing_job_with(&[("p1", 0, genuine_failure())], 1, false);
+    let state = at_stage(Stage::Apply, State::InProgress);
+    let o = outs(&one_node(&state, vec![job], pods));
+    let changes = jobs::entry_changes(state_outcome(&o).unwrap(), Some(&demo()), &state);
+    assert_eq!(changes[0].expect.as_ref(), state.get("baz", "1.1.0"));
+    assert_eq!(changes[0].nodewright, "demo");
+}
+
+#[test]
+fn r10_2_config_gate_sees_unfinished_jobs_and_clears_the_erroring_node() {
+    let nw = demo();
+    let snap = snapshot(
+        nw.clone(),
+        vec![node("n1", None), node("n2", None)],
+        vec![
+            active(package_job(&nw, "baz", Stage::Config, "n1", "a"), 0),
+            processed(failed(
+                package_job(&nw, "baz", Stage::Config, "n2", "b"),
+                "BackoffLimitExceeded",
+                4,
+            )),
+        ],
+        vec![],
+    );
+    let index = ExecutorIndex::build(&snap, &options());
+    assert!(
+        index.unfinished("demo", "n1", "baz", "1.1.0"),
+        "n1 is not idle"
+    );
+    assert!(!index.unfinished("demo", "n2", "baz", "1.1.0"));
+    let cleared = jobs::config_update_clear(&index, &nw, "n2", "baz", "1.1.0");
+    assert_eq!(deletions(&cleared).len(), 1);
+}

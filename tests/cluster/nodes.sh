@@ -8,9 +8,8 @@
 # Env:   NODEWRIGHT_NODE_LABELS="k1=v1,k2=v2"  extra labels on the new nodes
 #        NODEWRIGHT_NODE_TIMEOUT=120           seconds to wait for readiness
 #
-# A node is managed by kwok because of its annotation kwok.x-k8s.io/node=fake: remove the
-# annotation to make kwok stop renewing its Lease (node-lifecycle then marks it Unknown), add it
-# back to make it Ready again; patch status.nodeInfo.bootID (status subresource) to emulate a reboot.
+# A node is managed by kwok because of its annotation kwok.x-k8s.io/node=fake. To take a node
+# down, bring it back or reboot it (new bootID), use node.sh.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"

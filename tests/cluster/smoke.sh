@@ -60,6 +60,15 @@ check "2 kwok nodes Ready (${nodes[*]})" [ "${#nodes[@]}" = 2 ]
 boots=$(kc get node "${nodes[@]}" -o jsonpath='{range .items[*]}{.status.nodeInfo.bootID}{"\n"}{end}' | grep -c .)
 check "both nodes carry status.nodeInfo.bootID" [ "$boots" = 2 ]
 
+old_boot=$(kc get node "${nodes[1]}" -o jsonpath='{.status.nodeInfo.bootID}')
+new_boot=$("$CLUSTER_DIR/node.sh" reboot "${nodes[1]}" | tail -1)
+if [ -n "$new_boot" ] && [ "$new_boot" != "$old_boot" ] \
+   && [ "$(kc get node "${nodes[1]}" -o jsonpath='{.status.nodeInfo.bootID}')" = "$new_boot" ]; then
+  ok "node.sh reboot: ${nodes[1]} back Ready with a new bootID"
+else
+  bad "node.sh reboot: ${nodes[1]} back Ready with a new bootID"
+fi
+
 kc create namespace "$NS" >/dev/null
 wait_for 60 "ServiceAccount $NS/default" kc -n "$NS" get serviceaccount default
 

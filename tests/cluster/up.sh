@@ -9,7 +9,9 @@
 #        eval "$(tests/cluster/up.sh)"  # to use it from the current shell
 # Env:   NODEWRIGHT_RUN, NODEWRIGHT_CACHE, *_PORT (see lib.sh), NODEWRIGHT_AUTO_BUILD=0 to fail
 #        instead of running build.sh when binaries are missing,
-#        NODEWRIGHT_KWOK_CONFIG=<extra kwok --config files, space separated>.
+#        NODEWRIGHT_KWOK_CONFIG=<extra kwok --config files, space separated>,
+#        NODEWRIGHT_NODE_MONITOR_GRACE=<duration> for kube-controller-manager's
+#        --node-monitor-grace-period (default 50s; applies when KCM is (re)started).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -193,6 +195,7 @@ start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \
   --root-ca-file="$PKI/ca.crt" \
   --service-account-private-key-file="$PKI/sa.key" \
   --node-monitor-period=5s \
+  ${NODEWRIGHT_NODE_MONITOR_GRACE:+--node-monitor-grace-period=$NODEWRIGHT_NODE_MONITOR_GRACE} \
   --terminated-pod-gc-threshold=12500 \
   --v=1
 

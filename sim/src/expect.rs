@@ -101,6 +101,9 @@ pub struct NodeWrightExpect {
     /// The finalizer is present (true) or absent (false).
     #[serde(default)]
     pub finalizer: Option<bool>,
+    /// `status.nodeBootIds` entries.
+    #[serde(default)]
+    pub boot_ids: BTreeMap<String, String>,
 }
 
 /// Selects executor Jobs; unset fields match anything.
@@ -358,6 +361,12 @@ impl Expect {
                 let have = nw.status.as_ref().and_then(|s| s.status).map(|s| s.as_str().to_string());
                 if have.as_deref() != Some(status.as_str()) {
                     report.fail(format!("NodeWright {name} status is {have:?}, want {status}"));
+                }
+            }
+            for (node, id) in &want.boot_ids {
+                let have = nw.status.as_ref().and_then(|s| s.node_boot_ids.get(node));
+                if have != Some(id) {
+                    report.fail(format!("NodeWright {name} nodeBootIds[{node}] is {have:?}, want {id}"));
                 }
             }
             if let Some(f) = want.finalizer {

@@ -252,6 +252,7 @@ fn random_faults(rng: &mut Rng) -> Faults {
         conflicts: if rng.chance(0.5) { 0.2 } else { 0.0 },
         crash: if rng.chance(0.3) { 0.05 } else { 0.0 },
         restart_after: Dur(rng.range(1, 10) * 1000),
+        deny_job_deletes: false,
     }
 }
 

@@ -94,6 +94,8 @@ pub struct InterpreterConfig {
     pub conflict_attempts: u32,
     /// Probability that a foreign writer touches the node right before a node write.
     pub conflict_probability: f64,
+    /// Refuse Job deletions (a denying admission webhook).
+    pub deny_job_deletes: bool,
 }
 
 /// Applies plans to the world.
@@ -215,6 +217,9 @@ impl Interpreter<'_> {
         let ns = self.config.namespace.clone();
         match effect {
             Effect::CreateJob { job, .. } => self.create_job(job),
+            Effect::DeleteJob { .. } if self.config.deny_job_deletes => {
+                Outcome::Failed("admission webhook denied the request".into())
+            }
             Effect::DeleteJob { name, uid, .. } => removal(self.world.store.delete::<Job>(
                 Some(&ns),
                 name,

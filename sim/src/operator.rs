@@ -47,6 +47,9 @@ pub struct Faults {
     /// Downtime after a crash.
     #[serde(default)]
     pub restart_after: Dur,
+    /// Job deletions are refused (as by a denying admission webhook).
+    #[serde(default)]
+    pub deny_job_deletes: bool,
 }
 
 /// The simulated operator.
@@ -293,6 +296,7 @@ impl Operator {
             namespace: self.options.namespace.clone(),
             conflict_attempts: 5,
             conflict_probability: self.faults.conflicts,
+            deny_job_deletes: self.faults.deny_job_deletes,
         };
         let mut scope = Scope::default();
         let mut wants_requeue = false;

@@ -157,7 +157,7 @@ fn print_result(r: &RunResult) {
     let verdict = match (&r.pending, r.passed) {
         (None, true) => "PASS".to_string(),
         (None, false) => "FAIL".to_string(),
-        (Some(why), false) => format!("PENDING ({why})"),
+        (Some(_), false) => "PENDING".to_string(),
         (Some(_), true) => "PENDING-BUT-PASSES".to_string(),
     };
     println!(
@@ -168,6 +168,9 @@ fn print_result(r: &RunResult) {
         show(r.ended_at),
         r.passes
     );
+    if let (Some(why), false) = (&r.pending, r.passed) {
+        println!("    pending: {why}");
+    }
     if r.passed || r.pending.is_some() && r.violations.is_empty() && r.failures.len() > 3 {
         if !r.passed {
             println!("    first unmet: {}", r.failures[0]);

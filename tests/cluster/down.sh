@@ -20,11 +20,11 @@ case "${1:-}" in
 esac
 
 stop() {
-  local name=$1 pid i
+  local name=$1 pid
   if ! pid=$(pid_of "$name"); then rm -f "$PIDS/$name.pid"; return; fi
   say "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
-  for i in $(seq 1 40); do
+  for _ in $(seq 1 40); do
     [ -d "/proc/$pid" ] || break
     sleep 0.5
   done

@@ -1,5 +1,5 @@
 # Shared helpers for tests/cluster/*.sh (sourced, not executed).
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # variables are used by the sourcing scripts
 CLUSTER_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 . "$CLUSTER_DIR/versions.env"

@@ -20,7 +20,7 @@ set -euo pipefail
 
 cmd=${1:-}; node=${2:-}; wait=0
 [ "${3:-}" = --wait ] && wait=1
-[ -n "$cmd" ] && [ -n "$node" ] || die "usage: node.sh down|up|reboot NODE [--wait]"
+if [ -z "$cmd" ] || [ -z "$node" ]; then die "usage: node.sh down|up|reboot NODE [--wait]"; fi
 kc get node "$node" >/dev/null || die "no node $node"
 
 ready_status() { kc get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}'; }

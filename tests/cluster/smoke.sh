@@ -172,8 +172,8 @@ check "pass-label: same package in stage config completes" wait_job pass-label C
 
 # --- 5. hold until activeDeadlineSeconds: pod terminated -> Failed -> finalizer removed -> deleted -----
 job hold "${nodes[0]}" '"e2e.kwok/fail": hold' "" "pkg-init" "  activeDeadlineSeconds: 5"
-wait_for 30 "hold pod Running" bash -c "[ \"\$('$KUBECTL' --kubeconfig='$KUBECONFIG_PATH' -n '$NS' get pods -l job-name=hold -o jsonpath='{.items[0].status.phase}')\" = Running ]" \
-  && ok "hold pod Running" || bad "hold pod Running"
+check "hold pod Running" \
+  wait_for 30 "hold pod Running" bash -c "[ \"\$('$KUBECTL' --kubeconfig='$KUBECONFIG_PATH' -n '$NS' get pods -l job-name=hold -o jsonpath='{.items[0].status.phase}')\" = Running ]"
 if wait_job hold Failed 90; then
   check "hold Job Failed with DeadlineExceeded (got $(job_reason hold Failed))" [ "$(job_reason hold Failed)" = DeadlineExceeded ]
   check "hold pod terminated and deleted" \

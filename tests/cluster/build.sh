@@ -22,8 +22,14 @@ export GOTOOLCHAIN=${GOTOOLCHAIN:-local}
 export CGO_ENABLED=0
 
 SRC="$NODEWRIGHT_CACHE/src"
-TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT   # neutral cwd for go commands outside any module
 mkdir -p "$NODEWRIGHT_CACHE/bin" "$SRC"
+# One build at a time per cache (up.sh may start builds from several checkouts/sessions).
+exec 9>"$NODEWRIGHT_CACHE/.build.lock"
+if ! flock -n 9; then
+  echo "[build] another build.sh holds $NODEWRIGHT_CACHE/.build.lock; waiting" >&2
+  flock 9
+fi
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT   # neutral cwd for go commands outside any module
 
 log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 done_() { [ -f "$1/.complete" ]; }

@@ -36,6 +36,9 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
     let mut saved_nodes = Vec::new();
     for (name, node) in &ctx.nodes {
+        if !ctx.work.touches(name) {
+            continue;
+        }
         let snapshot_states = snapshot_states(views, name);
         if let Some(patch) = node_patch(&ctx.work, node, &snapshot_states) {
             plan.effects.push(Effect::PatchNode(Box::new(patch)));
@@ -78,11 +81,11 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
 }
 
 /// Snapshot node-state documents on `node`, per NodeWright (readable ones only).
-fn snapshot_states(views: &[NwView], node: &str) -> BTreeMap<String, NodeState> {
+fn snapshot_states<'v>(views: &'v [NwView], node: &str) -> BTreeMap<&'v str, &'v NodeState> {
     views
         .iter()
         .filter_map(|v| match v.parsed.get(node) {
-            Some(Ok(doc)) => Some((v.name.clone(), doc.clone())),
+            Some(Ok(doc)) => Some((v.name.as_str(), doc)),
             _ => None,
         })
         .collect()

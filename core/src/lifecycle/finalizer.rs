@@ -32,9 +32,10 @@ pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
     let state_err = !v.unreadable().is_empty();
     let pending = v.nodes.iter().any(|n| {
         ctx.doc(v, n).is_some_and(|d| {
-            v.packages
-                .values()
-                .any(|p| p.uninstall_enabled() && d.get(&p.name, &p.version).is_some())
+            v.packages.values().any(|p| {
+                p.uninstall_enabled()
+                    && super::predicates::entry_of(d, &p.name, &p.version).is_some()
+            })
         })
     });
     let blocked = if state_err {

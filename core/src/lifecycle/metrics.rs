@@ -55,17 +55,27 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
             vec![nw()],
             v.nodes.len() as f64,
         ));
-        for p in v.packages.values() {
-            let mut states: BTreeMap<State, usize> = BTreeMap::new();
-            let mut stages: BTreeMap<Stage, usize> = BTreeMap::new();
-            let mut restarts = 0i64;
-            for n in &v.nodes {
-                if let Some(e) = ctx.doc(v, n).and_then(|d| d.get(&p.name, &p.version)) {
-                    *states.entry(e.state.unwrap_or(State::Unknown)).or_default() += 1;
-                    *stages.entry(e.stage).or_default() += 1;
-                    restarts += i64::from(e.restarts);
+        let mut per_pkg: BTreeMap<&str, (BTreeMap<State, usize>, BTreeMap<Stage, usize>, i64)> =
+            BTreeMap::new();
+        for n in &v.nodes {
+            let Some(doc) = ctx.doc(v, n) else { continue };
+            for e in doc.0.values() {
+                let Some(p) = v.packages.get(&e.name) else {
+                    continue;
+                };
+                if p.version != e.version {
+                    continue;
                 }
+                let slot = per_pkg.entry(p.name.as_str()).or_default();
+                *slot.0.entry(e.state.unwrap_or(State::Unknown)).or_default() += 1;
+                *slot.1.entry(e.stage).or_default() += 1;
+                slot.2 += i64::from(e.restarts);
             }
+        }
+        let empty = (BTreeMap::new(), BTreeMap::new(), 0);
+        for p in v.packages.values() {
+            let (states, stages, restarts) = per_pkg.get(p.name.as_str()).unwrap_or(&empty);
+            let restarts = *restarts;
             let pkg = || {
                 vec![
                     nw(),

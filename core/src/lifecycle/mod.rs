@@ -55,7 +55,11 @@ fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
     let mut views = Vec::new();
     for nw in nws {
         match NwView::build(nw, &nodes, &ctx.snap.policies) {
-            Ok(view) => views.push(view),
+            Ok(view) => {
+                let key = nodewright_crds::keys::node_status(&view.name);
+                ctx.work.status_keys.insert(view.name.clone(), key);
+                views.push(view);
+            }
             Err(e) => {
                 let name = nw.metadata.name.clone().unwrap_or_default();
                 ctx.work.errors.push(format!("nodewright {name}: {e}"));

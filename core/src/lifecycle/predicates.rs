@@ -60,14 +60,30 @@ pub fn interrupts_of(pkg: &Package, updates: &ConfigUpdates) -> Vec<Interrupt> {
     }
 }
 
-/// D2 HasInterrupt(p).
+/// D2 HasInterrupt(p), without allocating.
 pub fn has_interrupt(pkg: &Package, updates: &ConfigUpdates) -> bool {
-    !interrupts_of(pkg, updates).is_empty()
+    match updates.get(&pkg.name) {
+        Some(keys) if !keys.is_empty() => keys.iter().any(|k| {
+            pkg.config_interrupts
+                .keys()
+                .any(|pattern| glob_match(pattern, k))
+        }),
+        _ => pkg.interrupt.is_some(),
+    }
+}
+
+/// The entry for `name|version` without building the key (the parser guarantees that every
+/// key equals its entry's `name|version`).
+pub fn entry_of<'s>(state: &'s NodeState, name: &str, version: &str) -> Option<&'s PackageStatus> {
+    state
+        .0
+        .values()
+        .find(|e| e.name == name && e.version == version)
 }
 
 /// D3 IsPackageComplete [Fix]: complete at post-interrupt, or at config without interrupt.
 pub fn is_package_complete(state: &NodeState, pkg: &Package, updates: &ConfigUpdates) -> bool {
-    state.get(&pkg.name, &pkg.version).is_some_and(|e| {
+    entry_of(state, &pkg.name, &pkg.version).is_some_and(|e| {
         e.version == pkg.version
             && e.is_complete()
             && (e.stage == Stage::PostInterrupt
@@ -97,7 +113,7 @@ pub fn is_node_complete(
     updates: &ConfigUpdates,
 ) -> bool {
     packages.values().all(|p| {
-        let entry = state.get(&p.name, &p.version);
+        let entry = entry_of(state, &p.name, &p.version);
         if p.is_uninstalling() && entry.is_none() {
             return true; // not active
         }
@@ -123,9 +139,7 @@ pub fn next_stage(entry: &PackageStatus, pkg: &Package, updates: &ConfigUpdates)
 
 /// D8 InCycle(node, p): the entry for p's key sits at uninstall or uninstall-interrupt.
 pub fn in_cycle(state: &NodeState, pkg: &Package) -> bool {
-    state
-        .get(&pkg.name, &pkg.version)
-        .is_some_and(|e| e.stage.in_uninstall_cycle())
+    entry_of(state, &pkg.name, &pkg.version).is_some_and(|e| e.stage.in_uninstall_cycle())
 }
 
 /// D8 Requested(NW, p).

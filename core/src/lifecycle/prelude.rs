@@ -27,7 +27,7 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
             continue;
         };
         for p in v.packages.values() {
-            if let Some(e) = doc.get(&p.name, &p.version)
+            if let Some(e) = super::predicates::entry_of(doc, &p.name, &p.version)
                 && e.stage.in_uninstall_cycle()
             {
                 in_cycle_any = true;
@@ -191,8 +191,9 @@ fn dependency_blocked(ctx: &Ctx, v: &NwView) -> Option<String> {
             let gone = d.is_uninstalling()
                 && all_readable
                 && v.nodes.iter().all(|n| {
-                    ctx.doc(v, n)
-                        .is_some_and(|doc| doc.get(&d.name, &d.version).is_none())
+                    ctx.doc(v, n).is_some_and(|doc| {
+                        super::predicates::entry_of(doc, &d.name, &d.version).is_none()
+                    })
                 });
             if cycling {
                 messages.insert(format!(
@@ -271,8 +272,9 @@ pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
 /// invalidated (the pass ends, and nothing is resumed: B2).
 pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
     let selected: BTreeSet<String> = v.nodes.iter().cloned().collect();
-    let states: std::collections::BTreeMap<String, nodewright_crds::NodeState> = v
-        .nodes
+    // Only nodes carrying an executor of this NodeWright matter to the sweep.
+    let with_jobs: BTreeSet<String> = ctx.index.of(&v.name).map(|j| j.node.clone()).collect();
+    let states: std::collections::BTreeMap<String, nodewright_crds::NodeState> = with_jobs
         .iter()
         .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
         .collect();
@@ -289,7 +291,7 @@ pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
 /// R6.6 introspection; true when anything changed.
 pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let v = &views[vi];
-    let before_status = ctx.status(v).clone();
+    let before_status = without_mirror(ctx.status_mut(v), |s| s.clone());
     let annotations_before = ctx.work.annotations.clone();
     let labels_before = ctx.work.labels.clone();
     let unsched_before = ctx.work.unschedulable.clone();
@@ -302,19 +304,20 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
                 .map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name))
         })
         .collect();
-    let probe: std::collections::BTreeMap<String, crate::rollout::NodeView> =
-        rollout_seam::node_views(ctx, v, None)
-            .into_iter()
-            .map(|p| (p.name.clone(), p))
-            .collect();
+    let mut views_now = rollout_seam::node_views(ctx, v, None);
+    let probe: std::collections::BTreeMap<&str, usize> = views_now
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.as_str(), i))
+        .collect();
     let tolerations = crate::rollout::selection_tolerations(
         v.nw,
         &rollout_seam::runtime_required_taints(ctx.opts),
     );
     for (i, name) in v.nodes.iter().enumerate() {
         let ineligible = probe
-            .get(name)
-            .is_some_and(|p| crate::rollout::ineligibility(p, &tolerations).is_some());
+            .get(name.as_str())
+            .is_some_and(|&i| crate::rollout::ineligibility(&views_now[i], &tolerations).is_some());
         facts.push(NodeFacts {
             current: prior_statuses[i],
             complete: ctx.node_complete(v, name),
@@ -347,7 +350,13 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
             release_cordon(ctx, &v.name, node);
         }
     }
-    let views_now = rollout_seam::node_views(ctx, v, Some(&prior_statuses));
+    drop(probe);
+    for view in &mut views_now {
+        view.status_before = view.status;
+        if let Some(node) = ctx.node(&view.name) {
+            view.status = ctx.work.node_status(node, &v.name);
+        }
+    }
     let evaluate = nw_status != Status::Complete;
     let decision = rollout_seam::plan(ctx, v, &views_now, evaluate, false, became_complete);
     rollout_seam::record(ctx, v, &decision);
@@ -359,18 +368,23 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
                 .map(|node| (n.clone(), ctx.work.node_status(node, &v.name)))
         })
         .collect();
+    let mirror = &ctx.status(v).node_state;
     let docs: Vec<(String, nodewright_crds::NodeState)> = v
         .nodes
         .iter()
-        .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
+        .filter_map(|n| {
+            let d = ctx.doc(v, n)?;
+            (mirror.get(n) != Some(d)).then(|| (n.clone(), d.clone()))
+        })
         .collect();
+    let mirror_changed = !docs.is_empty();
     let complete = ctx.nw_complete(v);
     let (generation, now) = (v.generation, ctx.now);
     let status = ctx.status_mut(v);
     status.status = Some(nw_status);
     status.observed_generation = generation;
     status.node_status = statuses.into_iter().collect();
-    status.node_state = docs.into_iter().collect();
+    status.node_state.extend(docs);
     for c in &decision.conditions {
         for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
             set_condition(
@@ -401,10 +415,22 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
             ),
         );
     }
-    *ctx.status(v) != before_status
+    mirror_changed
+        || without_mirror(ctx.status_mut(v), |s| *s != before_status)
         || ctx.work.annotations != annotations_before
         || ctx.work.labels != labels_before
         || ctx.work.unschedulable != unsched_before
+}
+
+/// Runs `f` on the status with its node-state mirror taken out (it is large at scale).
+fn without_mirror<T>(
+    status: &mut nodewright_crds::NodeWrightStatus,
+    f: impl FnOnce(&nodewright_crds::NodeWrightStatus) -> T,
+) -> T {
+    let mirror = std::mem::take(&mut status.node_state);
+    let out = f(status);
+    status.node_state = mirror;
+    out
 }
 
 /// §8.7 uncordon through ownership: drop `P/cordon_<NW>`; clear `unschedulable` only when no

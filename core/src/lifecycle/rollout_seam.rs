@@ -62,8 +62,20 @@ pub fn plan(
         select,
         reset_trigger: reset,
     };
-    let mut nw = v.nw.clone();
-    nw.status = Some(ctx.status(v).clone());
+    // plan_rollout reads only the rollout bookkeeping of the status; copy just that (the full
+    // status mirrors every node's state and is expensive to clone at scale).
+    let current = ctx.status(v);
+    let light = nodewright_crds::NodeWrightStatus {
+        node_priority: current.node_priority.clone(),
+        node_order_offset: current.node_order_offset,
+        compartment_statuses: current.compartment_statuses.clone(),
+        ..Default::default()
+    };
+    let nw = nodewright_crds::NodeWright {
+        metadata: v.nw.metadata.clone(),
+        spec: v.nw.spec.clone(),
+        status: Some(light),
+    };
     rollout::plan_rollout(&nw, v.policy, views, ctx.now, &settings)
 }
 

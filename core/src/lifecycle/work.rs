@@ -50,6 +50,8 @@ pub struct Work {
     pub events: Vec<Effect>,
     /// Errors collected (the shell backs off).
     pub errors: Vec<String>,
+    /// `P/status_<NW>` keys, built once per NodeWright.
+    pub status_keys: BTreeMap<String, String>,
 }
 
 impl Work {
@@ -110,7 +112,15 @@ impl Work {
 
     /// The node's Status for a NodeWright (annotation is the source of truth).
     pub fn node_status(&self, node: &Node, nw: &str) -> Status {
-        self.annotation(node, &keys::node_status(nw))
+        let owned;
+        let key: &str = match self.status_keys.get(nw) {
+            Some(k) => k,
+            None => {
+                owned = keys::node_status(nw);
+                &owned
+            }
+        };
+        self.annotation(node, key)
             .map(Status::parse_lenient)
             .unwrap_or(Status::Unknown)
     }
@@ -135,6 +145,22 @@ impl Work {
         } else {
             self.unschedulable.insert(name, value);
         }
+    }
+
+    /// True when the pass may write anything on `node`.
+    pub fn touches(&self, node: &str) -> bool {
+        self.annotations.contains_key(node)
+            || self.labels.contains_key(node)
+            || self.unschedulable.contains_key(node)
+            || self.taints_add.contains_key(node)
+            || self.taints_remove.contains_key(node)
+            || self.unguarded.contains(node)
+            || self
+                .states
+                .range((node.to_string(), String::new())..)
+                .next()
+                .is_some_and(|((n, _), _)| n == node)
+            || self.removed.iter().any(|(n, _)| n == node)
     }
 
     /// The working status of a NodeWright, seeded from `snapshot`.
@@ -224,7 +250,7 @@ pub fn entry_changes(nw: &str, before: &NodeState, after: &NodeState) -> Vec<Ent
 pub fn node_patch(
     work: &Work,
     node: &Node,
-    snapshot_states: &BTreeMap<String, NodeState>,
+    snapshot_states: &BTreeMap<&str, &NodeState>,
 ) -> Option<NodePatch> {
     let name = node_name(node);
     let mut patch = NodePatch {
@@ -242,7 +268,7 @@ pub fn node_patch(
             break;
         }
         let empty = NodeState::default();
-        let before = snapshot_states.get(nw).unwrap_or(&empty);
+        let before = snapshot_states.get(nw.as_str()).copied().unwrap_or(&empty);
         patch.state.extend(entry_changes(nw, before, after));
     }
     patch.state.retain(|c| c.expect != c.set);

@@ -88,7 +88,9 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
             .ok_or_else(|| format!("nodeState on node {node} cannot be parsed"))?;
         work |= v.packages.values().any(|p| {
             in_cycle(doc, p)
-                || (v.deleting && p.uninstall_enabled() && doc.get(&p.name, &p.version).is_some())
+                || (v.deleting
+                    && p.uninstall_enabled()
+                    && super::predicates::entry_of(doc, &p.name, &p.version).is_some())
         });
     }
     Ok(work)
@@ -122,7 +124,7 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
             }
             // §7.8.4 T16: upgrade marks the new key only (D3: no node status change).
             if pr::compare_versions(&pkg.version, &entry.version).is_gt() {
-                let current = new_doc.get(&pkg.name, &pkg.version);
+                let current = super::predicates::entry_of(&new_doc, &pkg.name, &pkg.version);
                 if current.is_none_or(|e| e.stage != Stage::Upgrade) && current.is_none() {
                     new_doc.upsert(entry_for(pkg, Stage::Upgrade, State::InProgress));
                     clear_updates.insert(pkg.name.clone());
@@ -153,7 +155,7 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
         let mut new_doc = doc.clone();
         let mut removed = false;
         for pkg in v.packages.values() {
-            let Some(entry) = doc.get(&pkg.name, &pkg.version) else {
+            let Some(entry) = super::predicates::entry_of(&doc, &pkg.name, &pkg.version) else {
                 continue;
             };
             if !uninstall_requested(pkg, v.deleting) && !in_cycle(&doc, pkg) {
@@ -203,7 +205,7 @@ pub fn to_run(
         .iter()
         .filter_map(|key| v.packages.values().find(|p| p.unique_name() == *key))
         .filter(|p| {
-            let uninstalled = doc.get(&p.name, &p.version).is_none();
+            let uninstalled = super::predicates::entry_of(doc, &p.name, &p.version).is_none();
             !in_cycle(doc, p) && (!uninstall_requested(p, v.deleting) || !uninstalled)
         })
         .collect();
@@ -212,7 +214,7 @@ pub fn to_run(
         .iter()
         .filter(|name| {
             v.packages.get(*name).is_some_and(|p| {
-                doc.get(&p.name, &p.version)
+                super::predicates::entry_of(doc, &p.name, &p.version)
                     .is_some_and(|e| !(e.stage == Stage::UninstallInterrupt && e.is_complete()))
             })
         })
@@ -241,7 +243,7 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         if finishing
             && ctx
                 .doc(v, node)
-                .and_then(|d| d.get(&pkg.name, &pkg.version))
+                .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version))
                 .is_none()
         {
             continue; // a stopped compartment only finishes what is in flight (D9)
@@ -269,7 +271,7 @@ fn gate(
 ) -> bool {
     let entry = ctx
         .doc(v, node)
-        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version))
         .cloned();
     let owner = merged.is_some_and(|m| m.owner == pkg.name);
     let stage = entry
@@ -346,7 +348,7 @@ fn fire(
     };
     let entry = ctx
         .doc(v, node)
-        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version))
         .cloned();
     if start_executor(ctx, v, node, pkg, stage, Some(&interrupt), entry.as_ref()) == Start::Created
     {
@@ -371,7 +373,7 @@ fn fire(
 fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::ConfigUpdates) {
     let entry = ctx
         .doc(v, node)
-        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version))
         .cloned();
     let mut stage = entry.as_ref().map_or(Stage::Apply, |e| e.stage);
     if let Some(next) = entry.as_ref().and_then(|e| next_stage(e, pkg, updates)) {

@@ -28,7 +28,11 @@ cargo run -q -p nodewright-crds --bin crdgen -- --check
 step "cargo test --workspace"
 cargo test --workspace
 
-if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ] && [ -x tests/e2e/run.sh ]; then
-  step "end-to-end suite against a real kube-apiserver"
-  tests/e2e/run.sh
+if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ]; then
+  step "local control plane smoke test (real kube-apiserver, Job controller, kwok)"
+  tests/cluster/smoke.sh
+  if [ -x tests/e2e/run.sh ]; then
+    step "end-to-end suite against a real kube-apiserver"
+    tests/e2e/run.sh
+  fi
 fi

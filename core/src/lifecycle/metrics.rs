@@ -20,6 +20,9 @@ fn sample(name: &str, labels: Vec<(&str, String)>, value: f64) -> MetricSample {
     }
 }
 
+/// Per package: nodes per state, nodes per stage, summed restarts.
+type PackageCounts = (BTreeMap<State, usize>, BTreeMap<Stage, usize>, i64);
+
 /// Every gauge of every NodeWright.
 pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
     let mut out = Vec::new();
@@ -55,8 +58,7 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
             vec![nw()],
             v.nodes.len() as f64,
         ));
-        let mut per_pkg: BTreeMap<&str, (BTreeMap<State, usize>, BTreeMap<Stage, usize>, i64)> =
-            BTreeMap::new();
+        let mut per_pkg: BTreeMap<&str, PackageCounts> = BTreeMap::new();
         for n in &v.nodes {
             let Some(doc) = ctx.doc(v, n) else { continue };
             for e in doc.0.values() {

@@ -174,19 +174,47 @@ pub fn replay(records: &[Record], options: Option<&Options>, reconcile: Reconcil
 }
 
 fn compare(pass: u64, at: Timestamp, recorded: &[Effect], replayed: &[Effect], report: &mut ReplayReport) {
-    let n = recorded.len().max(replayed.len());
-    report.effects += n as u64;
-    for i in 0..n {
-        let a = recorded.get(i).map(|e| serde_json::to_value(e).unwrap_or_default());
-        let b = replayed.get(i).map(|e| serde_json::to_value(e).unwrap_or_default());
-        if a != b {
-            report.divergences.push(Divergence {
-                pass,
-                at,
-                index: i,
-                recorded: a,
-                replayed: b,
-            });
+    let a: Vec<serde_json::Value> = recorded.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    let b: Vec<serde_json::Value> = replayed.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+    report.effects += a.len().max(b.len()) as u64;
+    if a == b {
+        return;
+    }
+    // Longest common subsequence, so one inserted or removed effect is one divergence.
+    let (n, m) = (a.len(), b.len());
+    let mut lcs = vec![vec![0u32; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    let (mut i, mut j) = (0, 0);
+    let mut push = |index: usize, recorded: Option<serde_json::Value>, replayed: Option<serde_json::Value>| {
+        if let Some(last) = report.divergences.last_mut()
+            && last.pass == pass
+            && last.index == index
+        {
+            if last.replayed.is_none() && recorded.is_none() {
+                last.replayed = replayed;
+                return;
+            }
+            if last.recorded.is_none() && replayed.is_none() {
+                last.recorded = recorded;
+                return;
+            }
+        }
+        report.divergences.push(Divergence { pass, at, index, recorded, replayed });
+    };
+    while i < n || j < m {
+        if i < n && j < m && a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            push(i, None, Some(b[j].clone()));
+            j += 1;
+        } else {
+            push(i, Some(a[i].clone()), None);
+            i += 1;
         }
     }
 }

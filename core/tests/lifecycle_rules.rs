@@ -1146,3 +1146,134 @@ fn r8_inv16_16_runtime_required_taint_removed_when_complete() {
         Some("true")
     );
 }
+
+fn config_world() -> nodewright_core::Snapshot {
+    let mut n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Reboot,
+        &[],
+    );
+    pkg_mut(&mut n, "dexter")
+        .config_map
+        .insert("a.yaml".into(), "1".into());
+    pkg_mut(&mut n, "dexter").config_interrupts.insert(
+        "*.conf".into(),
+        nodewright_crds::Interrupt {
+            type_: InterruptType::Service,
+            services: vec!["svc".into()],
+        },
+    );
+    snapshot(vec![n], vec![node("n1"), node("n2")])
+}
+
+fn all_stages(s: &mut nodewright_core::Snapshot, max: usize) -> Vec<String> {
+    let mut stages = Vec::new();
+    for _ in 0..max {
+        let plan = step(s);
+        stages.extend(created_stages(&plan).into_iter().map(|x| x.1));
+        finish_jobs(s, true);
+        if plan.effects.is_empty() {
+            break;
+        }
+    }
+    stages
+}
+
+#[test]
+fn t17_b3_config_change_marks_entries_and_reruns_config_only() {
+    let mut s = config_world();
+    converge(&mut s, 60);
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
+    pkg_mut(&mut s.nodewrights[0], "dexter")
+        .config_map
+        .insert("a.yaml".into(), "2".into());
+    let plan = until(&mut s, "upsertConfigMap", 5);
+    let kinds: Vec<String> = plan
+        .effects
+        .iter()
+        .map(|e| {
+            serde_json::to_value(e).unwrap()["effect"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    let node_at = kinds.iter().position(|k| k == "patchNode").unwrap();
+    let cm_at = kinds.iter().position(|k| k == "upsertConfigMap").unwrap();
+    assert!(
+        node_at < cm_at,
+        "B3: entries persisted before the ConfigMap swap: {kinds:?}"
+    );
+    assert!(
+        created(&plan).is_empty(),
+        "B3: no executor in the commit pass"
+    );
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert_eq!(st.config_updates["dexter"], vec!["a.yaml"]);
+    let e = doc(&s, "n1", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
+    assert_eq!((e.stage, e.state), (Stage::Config, Some(State::InProgress)));
+    let stages = all_stages(&mut s, 40);
+    assert_eq!(
+        stages,
+        vec!["config", "config"],
+        "e2e config-skyhook: no interrupt for a non-matching key"
+    );
+    let e = doc(&s, "n2", "demo")
+        .get("dexter", "1.2.3")
+        .cloned()
+        .unwrap();
+    assert_eq!((e.stage, e.state), (Stage::Config, Some(State::Complete)));
+}
+
+#[test]
+fn d1_t17_config_change_with_matching_config_interrupt_runs_interrupt() {
+    let mut s = config_world();
+    converge(&mut s, 60);
+    pkg_mut(&mut s.nodewrights[0], "dexter")
+        .config_map
+        .insert("x.conf".into(), "on".into());
+    let stages = all_stages(&mut s, 60);
+    assert!(
+        stages.iter().filter(|s| *s == "interrupt").count() == 2,
+        "{stages:?}"
+    );
+    assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
+}
+
+#[test]
+fn inv16_18_config_change_deferred_while_installing() {
+    let mut n = with_pkg(nw("demo"), "dexter", "1.2.3");
+    pkg_mut(&mut n, "dexter")
+        .config_map
+        .insert("a".into(), "1".into());
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    until_created(&mut s, 10); // apply running, ConfigMap created
+    pkg_mut(&mut s.nodewrights[0], "dexter")
+        .config_map
+        .insert("a".into(), "2".into());
+    for _ in 0..3 {
+        step(&mut s);
+    }
+    let cm = s
+        .config_maps
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("demo-dexter-1.2.3"))
+        .unwrap();
+    assert_eq!(
+        cm.data.as_ref().unwrap()["a"],
+        "1",
+        "the ConfigMap is not swapped mid-stage"
+    );
+    assert!(
+        s.nodewrights[0]
+            .status
+            .as_ref()
+            .unwrap()
+            .config_updates
+            .is_empty()
+    );
+}

@@ -97,11 +97,15 @@ async fn run(
     let trigger = Trigger::default();
     let (caches, _watch_tasks) = cache::start(&client, &options.namespace, &trigger);
     let mut health = Health::default();
+    let (synced_tx, synced) = watch::channel(false);
     {
-        let (caches, synced) = (caches.clone(), health.caches_synced.clone());
+        // One waiter only: the stores' readiness futures do not reliably wake several waiters.
+        let (caches, flag) = (caches.clone(), health.caches_synced.clone());
         tokio::spawn(async move {
             caches.wait_ready().await;
-            synced.store(true, Ordering::Relaxed);
+            flag.store(true, Ordering::Relaxed);
+            let _ = synced_tx.send(true);
+            std::future::pending::<()>().await;
         });
     }
 
@@ -190,6 +194,7 @@ async fn run(
         metrics,
         cluster,
         trace,
+        synced,
     };
     runner.run(leading.clone(), shutdown.clone()).await;
 

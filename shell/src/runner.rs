@@ -39,6 +39,8 @@ pub struct Runner {
     pub cluster: ClusterInfo,
     /// Trace recorder, when `NODEWRIGHT_TRACE` is set.
     pub trace: Option<Arc<Mutex<TraceRecorder>>>,
+    /// Turns true once every cache completed its first list.
+    pub synced: watch::Receiver<bool>,
 }
 
 /// The wait before the next pass given this pass's outcome; `failures` counts consecutive
@@ -70,8 +72,9 @@ impl Runner {
             }
         }
         info!("waiting for caches to sync");
+        let mut synced = self.synced.clone();
         tokio::select! {
-            _ = self.caches.wait_ready() => {}
+            r = synced.wait_for(|s| *s) => if r.is_err() { return; },
             _ = shutdown.changed() => return,
         }
         info!("caches synced; starting passes");

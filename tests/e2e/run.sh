@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# End-to-end driver: a private local control plane (tests/cluster, own ports and run directory,
+# see env.sh), kwok nodes, the CRDs, URL-mode webhooks and the operator binary as a host process,
+# then the Rust e2e suite (tests/tests/e2e.rs):
+#   cargo test -p nodewright-tests --test e2e -- --ignored --test-threads=1
+# Everything it started is stopped from an EXIT trap, by pid.
+#
+# Usage: tests/e2e/run.sh [test-name-filter...]
+# Env:   NODEWRIGHT_E2E_KEEP=1      leave cluster and operator running afterwards
+#        NODEWRIGHT_E2E_REUSE=1     keep the etcd data of a previous run (default: fresh cluster)
+#        NODEWRIGHT_E2E_PENDING=1   also run tests marked #[ignore = "pending: ..."]
+#        NODEWRIGHT_E2E_WEBHOOKS=0  do not serve/register the admission webhooks
+#        NODEWRIGHT_RUN, *_PORT, E2E_PROBE_PORT, E2E_WEBHOOK_PORT (env.sh)
+set -euo pipefail
+# shellcheck source=env.sh
+. "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
+cd "$ROOT"
+started=$(date +%s)
+CLUSTER=$ROOT/tests/cluster
+RESULTS=$NODEWRIGHT_RUN/e2e-results.txt
+# kubelet emulation for pod-level activeDeadlineSeconds, on top of the cluster's own stages
+export NODEWRIGHT_KWOK_CONFIG="$E2E_DIR/kwok/pod-deadline.yaml${NODEWRIGHT_KWOK_CONFIG:+ $NODEWRIGHT_KWOK_CONFIG}"
+
+# Operator options for the run; the tests read them back as NODEWRIGHT_E2E_<NAME>.
+JOB_BACKOFF_LIMIT=${JOB_BACKOFF_LIMIT:-1}   # A3/A16: 2 attempts (10 s of Job backoff) instead of 4 (70 s)
+
+kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG" "$@"; }
+
+phase_start=$started
+phase() { local now; now=$(date +%s); e2e_say "$1 ($((now - phase_start)) s)"; phase_start=$now; }
+
+cleanup() {
+  local rc=$?
+  set +e
+  if [ "$rc" != 0 ]; then
+    e2e_say "FAILED (exit $rc); log tails:"
+    for f in "$OPERATOR_LOG" "$NODEWRIGHT_RUN"/logs/{kwok,kube-controller-manager,kube-apiserver}.log; do
+      [ -f "$f" ] || continue
+      printf '\n----- %s (last 40 lines) -----\n' "$f" >&2
+      tail -n 40 "$f" >&2
+    done
+  fi
+  if [ "${NODEWRIGHT_E2E_KEEP:-0}" = 1 ]; then
+    e2e_say "leaving cluster and operator running (KUBECONFIG=$KUBECONFIG); stop with:"
+    e2e_say "  tests/e2e/operator.sh stop; NODEWRIGHT_RUN=$NODEWRIGHT_RUN ETCD_PORT=$ETCD_PORT ETCD_PEER_PORT=$ETCD_PEER_PORT APISERVER_PORT=$APISERVER_PORT KCM_PORT=$KCM_PORT KWOK_PORT=$KWOK_PORT tests/cluster/down.sh"
+  else
+    "$E2E_DIR/operator.sh" stop >/dev/null 2>&1
+    "$CLUSTER/down.sh" >/dev/null 2>&1
+  fi
+  e2e_say "total $(( $(date +%s) - started )) s"
+  exit "$rc"
+}
+trap cleanup EXIT
+
+# --- 1. control plane (cached build, fresh etcd unless REUSE) -------------------------------------
+# shellcheck source=../cluster/versions.env
+. "$CLUSTER/versions.env"
+"$CLUSTER/build.sh" core >&2
+phase "binaries ready"
+if [ "${NODEWRIGHT_E2E_REUSE:-0}" != 1 ]; then
+  "$E2E_DIR/operator.sh" stop >/dev/null 2>&1 || true
+  "$CLUSTER/down.sh" >/dev/null 2>&1
+fi
+# kwok must run with the e2e stage file: restart it if an earlier up.sh started it without.
+if [ -f "$NODEWRIGHT_RUN/pids/kwok.pid" ] && ! tr '\0' ' ' < "/proc/$(cat "$NODEWRIGHT_RUN/pids/kwok.pid")/cmdline" 2>/dev/null | grep -q pod-deadline.yaml; then
+  kill "$(cat "$NODEWRIGHT_RUN/pids/kwok.pid")" 2>/dev/null || true
+  sleep 1
+fi
+"$CLUSTER/up.sh" > /dev/null
+phase "control plane up on https://127.0.0.1:$APISERVER_PORT"
+"$CLUSTER/nodes.sh" 2 e2e-idle > /dev/null   # nodes no test selects: the operator must ignore them
+phase "kwok nodes ready"
+
+# --- 2. namespace, CRDs, webhooks ---------------------------------------------------------------
+kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
+for i in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
+kc apply --server-side --force-conflicts -f chart/crds/ >/dev/null
+kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com >/dev/null
+phase "namespace and CRDs installed"
+
+# --- 3. operator -------------------------------------------------------------------------------
+cargo build -q -p nodewright-shell --bin nodewright-operator
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+OPERATOR_BIN=$target_dir/debug/nodewright-operator
+[ -x "$OPERATOR_BIN" ] || { e2e_say "operator binary not found at $OPERATOR_BIN"; exit 1; }
+phase "operator built"
+
+webhooks=${NODEWRIGHT_E2E_WEBHOOKS:-auto}
+if [ "$webhooks" = auto ]; then
+  # The e2e switch (serve a given cert on a given address, no self-managed certificate).
+  if grep -rqs WEBHOOK_CERT_FILE shell/src; then webhooks=1; else webhooks=0; fi
+fi
+{
+  printf 'NODEWRIGHT_OPERATOR_BIN=%q\n' "$OPERATOR_BIN"
+  printf 'KUBECONFIG=%q\n' "$KUBECONFIG"
+  echo "NAMESPACE=nodewright"
+  echo "LEADER_ELECTION=false"
+  echo "PROBE_PORT=127.0.0.1:$E2E_PROBE_PORT"
+  echo "METRICS_PORT=0"
+  echo "LOG_ENCODER=console"
+  echo "LOG_LEVEL=${LOG_LEVEL:-info}"
+  echo "JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT"
+  if [ "$webhooks" = 1 ]; then
+    echo "ENABLE_WEBHOOKS=true"
+    echo "WEBHOOK_LISTEN_ADDR=127.0.0.1:$E2E_WEBHOOK_PORT"
+    printf 'WEBHOOK_CERT_FILE=%q\n' "$NODEWRIGHT_RUN/pki/webhook.crt"
+    printf 'WEBHOOK_KEY_FILE=%q\n' "$NODEWRIGHT_RUN/pki/webhook.key"
+  else
+    echo "ENABLE_WEBHOOKS=false"
+  fi
+} > "$OPERATOR_ENV"
+: > "$OPERATOR_LOG"
+"$E2E_DIR/operator.sh" start
+if [ "$webhooks" = 1 ]; then
+  sed -e "s/@PORT@/$E2E_WEBHOOK_PORT/g" -e "s/@CA_BUNDLE@/$(base64 -w0 < "$NODEWRIGHT_RUN/pki/ca.crt")/g" \
+    "$E2E_DIR/webhooks.yaml.in" | kc apply -f - >/dev/null
+fi
+phase "operator running (webhooks: $([ "$webhooks" = 1 ] && echo "URL mode on 127.0.0.1:$E2E_WEBHOOK_PORT" || echo off))"
+
+# --- 4. the suite --------------------------------------------------------------------------------
+# Pending tests: #[ignore = "pending: ..."] directly above the test fn.
+pending=$(awk '/#\[ignore = "pending:/ {p=1; next} p && /fn [a-z0-9_]+/ {sub(/.*fn /, ""); sub(/\(.*/, ""); print; p=0}' tests/tests/e2e/*.rs)
+skips=()
+if [ "${NODEWRIGHT_E2E_PENDING:-0}" != 1 ]; then
+  for t in $pending; do skips+=(--skip "$t"); done
+fi
+if [ "$webhooks" != 1 ]; then skips+=(--skip webhook_); fi
+export NODEWRIGHT_E2E_NAMESPACE=nodewright
+export NODEWRIGHT_E2E_JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT
+export NODEWRIGHT_E2E_OPERATOR_CTL=$E2E_DIR/operator.sh
+export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+set +e
+cargo test -p nodewright-tests --test e2e -- --ignored --test-threads=1 "${skips[@]}" "$@" 2>&1 | tee "$NODEWRIGHT_RUN/e2e-output.txt"
+rc=${PIPESTATUS[0]}
+set -e
+phase "suite finished (exit $rc)"
+
+# --- 5. results table ------------------------------------------------------------------------------
+{
+  grep -E '^test [a-z0-9_:]+ \.\.\. ' "$NODEWRIGHT_RUN/e2e-output.txt" | sed -E 's/^test ([^ ]+) \.\.\. (.*)$/\1 \2/' \
+    | awk '{r=$2; if (r=="ok") r="pass"; else if (r=="FAILED") r="FAIL"; print $1, r}'
+  for t in $pending; do echo "$t pending"; done
+  if [ "$webhooks" != 1 ]; then grep -ho 'fn webhook_[a-z0-9_]*' tests/tests/e2e/*.rs | sed 's/fn \(.*\)/\1 skipped(no-webhooks)/'; fi
+} | sort -u > "$RESULTS"
+e2e_say "results ($RESULTS):"
+column -t "$RESULTS" >&2 || cat "$RESULTS" >&2
+exit "$rc"

@@ -1,0 +1,442 @@
+//! Happy-path lifecycle scenarios: install, dependencies, upgrade, uninstall, config updates,
+//! pause/disable.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail, ensure};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use nodewright_crds::keys;
+use serde_json::json;
+
+use crate::harness::{Case, hold_for, job_finished, job_label, wait_for};
+use crate::support::*;
+
+/// A1 (04-jobs-rules.md §14) on two nodes: apply then config Jobs per node, each with the A1 Job
+/// shape, recorded with the success TTL; entries (config, complete); NodeWright complete, Ready.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a01_single_package_apply_config_two_nodes() -> Result<()> {
+    let c = Case::new("a01", 2).await?;
+    let r = a01(&c).await;
+    c.finish(r).await
+}
+
+async fn a01(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a01",
+        json!({ "packages": { "tuning": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    c.wait_status("a01", "complete", CONVERGE).await?;
+    for node in &c.nodes {
+        let e = c.entry(node, "a01", "tuning").await?;
+        ensure!(
+            e == Some(("config".into(), "complete".into())),
+            "{node}: entry {e:?}"
+        );
+        let n = c.node(node).await?;
+        let st = n.annotations().get(&keys::node_status("a01")).cloned();
+        ensure!(
+            st.as_deref() == Some("complete"),
+            "{node}: node status {st:?}"
+        );
+    }
+    let ready = c.condition("a01", "Ready").await?;
+    ensure!(
+        ready.as_ref().map(|r| r.0.as_str()) == Some("True"),
+        "Ready condition {ready:?}"
+    );
+    // The marker and TTL are written right after completion; allow the recorder a moment.
+    let jobs = wait_for("4 recorded Jobs", Duration::from_secs(30), || async {
+        let jobs = c.jobs("a01").await?;
+        if jobs.len() != 4 {
+            bail!("{} Jobs", jobs.len());
+        }
+        for j in &jobs {
+            assert_recorded_stage_job(j, ttl_succeeded())?;
+        }
+        Ok(Some(jobs))
+    })
+    .await?;
+    assert_no_duplicates(&jobs)?;
+    for node in &c.nodes {
+        let of = |stage: &str| {
+            jobs.iter()
+                .find(|j| {
+                    job_label(j, keys::LABEL_NODE) == *node
+                        && job_label(j, keys::LABEL_STAGE) == stage
+                })
+                .cloned()
+        };
+        let (Some(apply), Some(config)) = (of("apply"), of("config")) else {
+            bail!("{node}: missing apply or config Job");
+        };
+        ensure!(
+            job_label(&apply, keys::PACKAGE) == "tuning-1.0.0",
+            "package label"
+        );
+        let done = completed_at(&apply).unwrap_or(i64::MAX);
+        ensure!(
+            created_at(&config) >= done,
+            "{node}: config Job created before apply completed"
+        );
+    }
+    Ok(())
+}
+
+/// A2: three packages, two depending on the third: one Job per (package, stage) and no
+/// dependent's Job before the dependency's config completed.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a02_depends_on() -> Result<()> {
+    let c = Case::new("a02", 1).await?;
+    let r = a02(&c).await;
+    c.finish(r).await
+}
+
+async fn a02(c: &Case) -> Result<()> {
+    let dep = json!({ "dependsOn": { "base": "1.0.0" } });
+    c.create(c.nodewright(
+        "a02",
+        json!({ "packages": {
+            "base": pkg("1.0.0", json!({})),
+            "left": pkg("2.0.0", dep.clone()),
+            "right": pkg("3.0.0", dep),
+        } }),
+    ))
+    .await?;
+    c.wait_status("a02", "complete", CONVERGE).await?;
+    let jobs = c.jobs("a02").await?;
+    assert_no_duplicates(&jobs)?;
+    ensure!(jobs.len() == 6, "{} Jobs, want 6", jobs.len());
+    let base_config = jobs
+        .iter()
+        .find(|j| {
+            job_label(j, keys::PACKAGE) == "base-1.0.0"
+                && job_label(j, keys::LABEL_STAGE) == "config"
+        })
+        .and_then(completed_at)
+        .unwrap_or(i64::MAX);
+    for j in jobs
+        .iter()
+        .filter(|j| !job_label(j, keys::PACKAGE).starts_with("base-"))
+    {
+        ensure!(
+            created_at(j) >= base_config,
+            "{} created before base's config completed",
+            j.name_any()
+        );
+    }
+    Ok(())
+}
+
+/// A15 (first half): bumping the version runs an upgrade-stage Job; the superseded entry is
+/// removed when it completes and the new version ends (config, complete).
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a15_upgrade_replaces_entry() -> Result<()> {
+    let c = Case::new("a15", 1).await?;
+    let r = a15(&c).await;
+    c.finish(r).await
+}
+
+async fn a15(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a15",
+        json!({ "packages": { "agent": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    c.wait_status("a15", "complete", CONVERGE).await?;
+    c.patch(
+        "a15",
+        json!({ "spec": { "packages": { "agent": { "version": "1.1.0" } } } }),
+    )
+    .await?;
+    let node = &c.nodes[0];
+    wait_for("upgrade to 1.1.0 complete", CONVERGE, || async {
+        let state = c.node_state(node, "a15").await?;
+        let entries: Vec<_> = state.entries_of("agent").collect();
+        let v = serde_json::to_value(&entries)?;
+        let done = entries.len() == 1
+            && entries[0].version == "1.1.0"
+            && v[0]["state"] == "complete"
+            && v[0]["stage"] == "config";
+        if !done {
+            bail!("entries {v}");
+        }
+        Ok(Some(()))
+    })
+    .await?;
+    c.wait_status("a15", "complete", CONVERGE).await?;
+    let jobs = c.jobs("a15").await?;
+    let upgrade = jobs
+        .iter()
+        .filter(|j| {
+            job_label(j, keys::PACKAGE) == "agent-1.1.0"
+                && job_label(j, keys::LABEL_STAGE) == "upgrade"
+        })
+        .count();
+    ensure!(upgrade == 1, "{upgrade} upgrade Jobs for agent-1.1.0");
+    let reapplied = jobs.iter().any(|j| {
+        job_label(j, keys::PACKAGE) == "agent-1.1.0" && job_label(j, keys::LABEL_STAGE) == "apply"
+    });
+    ensure!(!reapplied, "an upgrade must not run apply");
+    Ok(())
+}
+
+/// A7a: explicit uninstall of `cleanly` (uninstall enabled, apply set) removes its entry, keeps
+/// `stays`, and retains the uninstall Job with the success TTL (D10).
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a07a_explicit_uninstall() -> Result<()> {
+    let c = Case::new("a07a", 1).await?;
+    let r = a07a(&c).await;
+    c.finish(r).await
+}
+
+async fn a07a(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a07a",
+        json!({ "packages": {
+            "cleanly": pkg("1.0.0", json!({ "uninstall": { "enabled": true } })),
+            "stays": pkg("1.0.0", json!({})),
+        } }),
+    ))
+    .await?;
+    c.wait_status("a07a", "complete", CONVERGE).await?;
+    c.patch(
+        "a07a",
+        json!({ "spec": { "packages": { "cleanly": { "uninstall": { "apply": true } } } } }),
+    )
+    .await?;
+    let node = &c.nodes[0];
+    wait_for("cleanly uninstalled", CONVERGE, || async {
+        let gone = c.entry(node, "a07a", "cleanly").await?.is_none();
+        let stays = c.entry(node, "a07a", "stays").await?;
+        let uninstall_done = c.jobs("a07a").await?.iter().any(|j| {
+            job_label(j, keys::LABEL_STAGE) == "uninstall"
+                && job_finished(j).as_deref() == Some("Complete")
+        });
+        if !(gone && uninstall_done) {
+            bail!("cleanly gone={gone} uninstall Job complete={uninstall_done} stays={stays:?}");
+        }
+        ensure!(
+            stays == Some(("config".into(), "complete".into())),
+            "stays entry {stays:?}"
+        );
+        Ok(Some(()))
+    })
+    .await?;
+    c.wait_status("a07a", "complete", CONVERGE).await?;
+    let jobs = c.jobs("a07a").await?;
+    for stage in ["apply", "config", "uninstall"] {
+        let j = jobs.iter().find(|j| {
+            job_label(j, keys::PACKAGE) == "cleanly-1.0.0"
+                && job_label(j, keys::LABEL_STAGE) == stage
+        });
+        let Some(j) = j else {
+            bail!("cleanly's {stage} Job was not retained (D10)")
+        };
+        let ttl = j.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
+        ensure!(ttl == Some(ttl_succeeded()), "cleanly {stage} TTL {ttl:?}");
+    }
+    Ok(())
+}
+
+/// A7b: deleting a NodeWright whose package has uninstall enabled runs the uninstall through the
+/// finalizer, then leaves no `<P>/*_<name>` annotation on the node and the node schedulable.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a07b_uninstall_on_delete() -> Result<()> {
+    let c = Case::new("a07b", 1).await?;
+    let r = a07b(&c).await;
+    c.finish(r).await
+}
+
+async fn a07b(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a07b",
+        json!({ "packages": { "gone": pkg("1.0.0", json!({ "uninstall": { "enabled": true } })) } }),
+    ))
+    .await?;
+    c.wait_status("a07b", "complete", CONVERGE).await?;
+    c.nodewrights().delete("a07b", &Default::default()).await?;
+    let saw_uninstall = std::cell::Cell::new(false);
+    wait_for(
+        "NodeWright a07b deleted by its finalizer",
+        CONVERGE,
+        || async {
+            let seen = c
+                .jobs("a07b")
+                .await?
+                .iter()
+                .any(|j| job_label(j, keys::LABEL_STAGE) == "uninstall");
+            saw_uninstall.set(saw_uninstall.get() || seen);
+            Ok(c.get("a07b").await?.is_none().then_some(()))
+        },
+    )
+    .await?;
+    ensure!(
+        saw_uninstall.get(),
+        "no uninstall Job was seen during deletion"
+    );
+    let node = c.node(&c.nodes[0]).await?;
+    let left: Vec<_> = node
+        .annotations()
+        .keys()
+        .filter(|k| k.starts_with(keys::PREFIX) && k.ends_with("_a07b"))
+        .cloned()
+        .collect();
+    ensure!(left.is_empty(), "annotations left: {left:?}");
+    ensure!(!crate::harness::cordoned(&node), "node left cordoned");
+    Ok(())
+}
+
+/// A10: pause suspends the running Job (pod gone, entry stays in_progress); resume unsuspends;
+/// pause then (clear pause + set disable) keeps it suspended; clearing disable resumes.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a10_pause_and_disable() -> Result<()> {
+    let c = Case::new("a10", 1).await?;
+    let r = a10(&c).await;
+    c.finish(r).await
+}
+
+async fn a10(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a10",
+        json!({ "packages": { "e2e-hold-p": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let running = || async {
+        let live = live_pods(c, "a10").await?;
+        let phase = live.first().and_then(|p| p.status.as_ref()?.phase.clone());
+        Ok((phase.as_deref() == Some("Running")).then_some(()))
+    };
+    wait_for("apply pod running", CONVERGE, running).await?;
+    let suspended = |want: bool| async move {
+        let jobs = c.jobs("a10").await?;
+        let unfinished: Vec<_> = jobs.iter().filter(|j| job_finished(j).is_none()).collect();
+        ensure!(
+            unfinished.len() == 1,
+            "{} unfinished Jobs",
+            unfinished.len()
+        );
+        let s = unfinished[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.suspend)
+            .unwrap_or(false);
+        Ok(s == want)
+    };
+    c.annotate("a10", keys::PAUSE, Some("true")).await?;
+    wait_for("Job suspended, pod gone", CONVERGE, || async {
+        Ok((suspended(true).await? && live_pods(c, "a10").await?.is_empty()).then_some(()))
+    })
+    .await?;
+    c.wait_status("a10", "paused", CONVERGE).await?;
+    let e = c.entry(&c.nodes[0], "a10", "e2e-hold-p").await?;
+    ensure!(
+        e == Some(("apply".into(), "in_progress".into())),
+        "paused entry {e:?}"
+    );
+    c.annotate("a10", keys::PAUSE, None).await?;
+    wait_for("Job resumed", CONVERGE, || async {
+        Ok(suspended(false).await?.then_some(()))
+    })
+    .await?;
+    wait_for("fresh pod running", CONVERGE, running).await?;
+    c.annotate("a10", keys::PAUSE, Some("true")).await?;
+    wait_for("Job suspended again", CONVERGE, || async {
+        Ok(suspended(true).await?.then_some(()))
+    })
+    .await?;
+    c.patch(
+        "a10",
+        json!({ "metadata": { "annotations": { keys::PAUSE: null, keys::DISABLE: "true" } } }),
+    )
+    .await?;
+    hold_for(
+        "Job stays suspended while disabled",
+        Duration::from_secs(10),
+        || suspended(true),
+    )
+    .await?;
+    c.wait_status("a10", "disabled", CONVERGE).await?;
+    c.annotate("a10", keys::DISABLE, None).await?;
+    wait_for("Job resumed after disable cleared", CONVERGE, || async {
+        Ok(suspended(false).await?.then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// A11 on two nodes: editing the package ConfigMap while config runs replaces the in-flight
+/// config Job; the ConfigMap changes only when the update is committed, and every node re-runs
+/// config and ends with the new value.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a11_config_update_mid_flight() -> Result<()> {
+    let c = Case::new("a11", 2).await?;
+    let r = a11(&c).await;
+    c.finish(r).await
+}
+
+async fn a11(c: &Case) -> Result<()> {
+    let holder = hold_pods(c, "a11", |p| pod_label(p, keys::LABEL_STAGE) == "config");
+    let spec = json!({ "packages": { "colour": pkg("1.0.0", json!({ "configMap": { "colour": "blue" } })) } });
+    c.create(c.nodewright("a11", spec)).await?;
+    let first = wait_for("config Job running on every node", CONVERGE, || async {
+        let jobs = c.jobs("a11").await?;
+        let cfg: Vec<_> = jobs
+            .into_iter()
+            .filter(|j| job_label(j, keys::LABEL_STAGE) == "config" && job_finished(j).is_none())
+            .collect();
+        Ok((cfg.len() == c.nodes.len()).then_some(cfg))
+    })
+    .await?;
+    let old_uids: Vec<String> = first
+        .iter()
+        .filter_map(|j| j.metadata.uid.clone())
+        .collect();
+    c.patch(
+        "a11",
+        json!({ "spec": { "packages": { "colour": { "configMap": { "colour": "red" } } } } }),
+    )
+    .await?;
+    wait_for(
+        "in-flight config Jobs replaced",
+        Duration::from_secs(60),
+        || async {
+            let jobs = c.jobs("a11").await?;
+            let live_old = jobs.iter().any(|j| {
+                old_uids.contains(&j.metadata.uid.clone().unwrap_or_default())
+                    && j.metadata.deletion_timestamp.is_none()
+            });
+            Ok((!live_old).then_some(()))
+        },
+    )
+    .await?;
+    holder.abort();
+    c.wait_status("a11", "complete", CONVERGE).await?;
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(c.client.clone(), &c.ns);
+    let lp = ListParams::default().labels(&format!("{}=a11", keys::LABEL_NAME));
+    let colours: Vec<_> = cms
+        .list(&lp)
+        .await?
+        .items
+        .iter()
+        .filter_map(|cm| cm.data.as_ref()?.get("colour").cloned())
+        .collect();
+    ensure!(colours == ["red"], "package ConfigMap colour {colours:?}");
+    for node in &c.nodes {
+        let e = c.entry(node, "a11", "colour").await?;
+        ensure!(
+            e == Some(("config".into(), "complete".into())),
+            "{node}: {e:?}"
+        );
+    }
+    Ok(())
+}

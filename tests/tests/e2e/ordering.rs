@@ -1,0 +1,149 @@
+//! Scenarios about who runs when: priorities between NodeWrights, interrupts, budgets.
+
+use std::time::Duration;
+
+use anyhow::{Result, ensure};
+use nodewright_crds::keys;
+use serde_json::json;
+
+use crate::harness::{Case, cordoned, job_label};
+use crate::support::*;
+
+/// A5: two NodeWrights (priority 100 and 200) on one node: the 100 one holds the node until
+/// complete; never unfinished Jobs of both at once; separate node-state keys.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a05_two_nodewrights_by_priority() -> Result<()> {
+    let c = Case::new("a05", 1).await?;
+    let r = a05(&c).await;
+    c.finish(r).await
+}
+
+async fn a05(c: &Case) -> Result<()> {
+    let two = json!({ "a": pkg("1.0.0", json!({})), "b": pkg("1.0.0", json!({})) });
+    c.create(c.nodewright(
+        "a05-late",
+        json!({ "priority": 200, "packages": two.clone() }),
+    ))
+    .await?;
+    c.create(c.nodewright("a05-first", json!({ "priority": 100, "packages": two })))
+        .await?;
+    sample_until_complete(c, &["a05-first", "a05-late"], CONVERGE * 2, |s| {
+        let nws: std::collections::BTreeSet<_> = s.running.iter().map(|(nw, _)| nw).collect();
+        ensure!(nws.len() <= 1, "both NodeWrights have unfinished Jobs");
+        Ok(())
+    })
+    .await?;
+    let first_done = c
+        .jobs("a05-first")
+        .await?
+        .iter()
+        .filter_map(completed_at)
+        .max()
+        .unwrap_or(i64::MAX);
+    let late_start = c
+        .jobs("a05-late")
+        .await?
+        .iter()
+        .map(created_at)
+        .min()
+        .unwrap_or(0);
+    ensure!(
+        late_start >= first_done,
+        "priority 200 started before priority 100 finished"
+    );
+    let node = &c.nodes[0];
+    for nw in ["a05-first", "a05-late"] {
+        ensure!(
+            all_complete(&c.node_state(node, nw).await?),
+            "{nw} not complete on the node"
+        );
+    }
+    Ok(())
+}
+
+/// A6: two packages with interrupts on one node: exactly one merged interrupt Job; node cordoned
+/// while it runs and uncordoned after; NodeWright complete.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a06_interrupt_grouping_cordon() -> Result<()> {
+    let c = Case::new("a06", 1).await?;
+    let r = a06(&c).await;
+    c.finish(r).await
+}
+
+async fn a06(c: &Case) -> Result<()> {
+    let intr = json!({ "interrupt": { "type": "service", "services": ["containerd"] } });
+    c.create(c.nodewright(
+        "a06",
+        json!({ "packages": { "one": pkg("1.0.0", intr.clone()), "two": pkg("1.0.0", intr) } }),
+    ))
+    .await?;
+    let samples = sample_until_complete(c, &["a06"], CONVERGE, |s| {
+        for (_, node) in &s.interrupts {
+            ensure!(
+                s.cordoned.contains(node),
+                "interrupt Job running on uncordoned {node}"
+            );
+        }
+        Ok(())
+    })
+    .await?;
+    ensure!(
+        samples.iter().any(|s| !s.cordoned.is_empty()),
+        "the node was never seen cordoned"
+    );
+    let jobs = c.jobs("a06").await?;
+    let interrupts = jobs.iter().filter(|j| is_interrupt(j)).count();
+    ensure!(
+        interrupts == 1,
+        "{interrupts} interrupt Jobs, want 1 merged"
+    );
+    let node = c.node(&c.nodes[0]).await?;
+    ensure!(!cordoned(&node), "node still cordoned after completion");
+    for p in ["one", "two"] {
+        let e = c.entry(&c.nodes[0], "a06", p).await?;
+        ensure!(e.as_ref().is_some_and(|e| e.1 == "complete"), "{p}: {e:?}");
+    }
+    Ok(())
+}
+
+/// A12: two nodes, a package with an interrupt, interruption budget 1: never more than one node
+/// cordoned; one interrupt Job per node; complete.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a12_budget_one_of_two() -> Result<()> {
+    let c = Case::new("a12", 2).await?;
+    let r = a12(&c).await;
+    c.finish(r).await
+}
+
+async fn a12(c: &Case) -> Result<()> {
+    let intr = json!({ "interrupt": { "type": "service", "services": ["containerd"] } });
+    c.create(c.nodewright(
+        "a12",
+        json!({ "interruptionBudget": { "count": 1 }, "packages": { "svc": pkg("1.0.0", intr) } }),
+    ))
+    .await?;
+    sample_until_complete(c, &["a12"], CONVERGE * 2, |s| {
+        ensure!(s.cordoned.len() <= 1, "{} nodes cordoned", s.cordoned.len());
+        let busy: std::collections::BTreeSet<_> = s.running.iter().map(|(_, n)| n).collect();
+        ensure!(
+            busy.len() <= 1,
+            "Jobs on {} nodes at once with budget 1",
+            busy.len()
+        );
+        Ok(())
+    })
+    .await?;
+    let jobs = c.jobs("a12").await?;
+    for n in &c.nodes {
+        let k = jobs
+            .iter()
+            .filter(|j| is_interrupt(j) && job_label(j, keys::LABEL_NODE) == *n)
+            .count();
+        ensure!(k == 1, "{k} interrupt Jobs on {n}");
+    }
+    let _ = Duration::ZERO;
+    Ok(())
+}

@@ -176,10 +176,15 @@ fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
 }
 
 #[test]
-fn t05_t06_completion_recorded_then_config_started() {
+fn t05_t06_e13_completion_recorded_then_config_started() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
     finish_jobs(&mut s, true);
+    let recorded = pass(&s);
+    assert!(
+        events(&recorded).contains(&("State".into(), "JobComplete".into())),
+        "E13"
+    );
     let plan = until_created(&mut s, 10);
     assert_eq!(
         created_stages(&plan),
@@ -248,11 +253,15 @@ fn d4_q10_erroring_post_interrupt_resumes_at_its_own_stage() {
 }
 
 #[test]
-fn t04_terminal_failure_marks_entry_and_node_erroring() {
+fn t04_e14_terminal_failure_marks_entry_and_node_erroring() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
     finish_jobs(&mut s, false);
-    step(&mut s);
+    let plan = step(&mut s);
+    assert!(
+        events(&plan).contains(&("State".into(), "JobFailed".into())),
+        "E14"
+    );
     let e = doc(&s, "n1", "demo")
         .get("dexter", "1.2.3")
         .cloned()
@@ -267,7 +276,7 @@ fn t04_terminal_failure_marks_entry_and_node_erroring() {
 }
 
 #[test]
-fn t20_outcome_for_absent_entry_writes_no_state() {
+fn t20_inv16_12_outcome_for_absent_entry_writes_no_state() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
     // A reset removed the document while the Job ran.
@@ -295,7 +304,7 @@ fn interrupt_world() -> nodewright_core::Snapshot {
 }
 
 #[test]
-fn b1_inv16_4_cordon_first_then_drain_on_a_later_pass() {
+fn b1_inv16_3_inv16_4_e04_cordon_first_then_drain_on_a_later_pass() {
     let mut s = interrupt_world();
     let cordon = {
         let mut found = None;
@@ -383,7 +392,7 @@ fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
 }
 
 #[test]
-fn b6_inv16_2_interrupt_waits_for_unfinished_executors() {
+fn b6_inv16_2_e03_interrupt_waits_for_unfinished_executors() {
     let n = with_interrupt(
         with_pkg(nw("demo"), "dexter", "1.2.3"),
         "dexter",
@@ -1021,7 +1030,7 @@ fn inv16_17_deletion_waits_for_enabled_uninstalls() {
 }
 
 #[test]
-fn b4_t18_reboot_reset_before_boot_id_is_recorded() {
+fn b4_t18_e10_e11_reboot_reset_before_boot_id_is_recorded() {
     let mut s = one_pkg();
     converge(&mut s, 20);
     s.nodes[0]
@@ -1276,4 +1285,338 @@ fn inv16_18_config_change_deferred_while_installing() {
             .config_updates
             .is_empty()
     );
+}
+
+#[test]
+fn r4_migration_bookkeeping_is_out_of_scope_and_writes_no_version_keys() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    let a = s.nodes[0].metadata.annotations.clone().unwrap();
+    assert!(!a.contains_key(&keys::node_version("demo")));
+    assert!(
+        s.nodewrights[0]
+            .metadata
+            .annotations
+            .as_ref()
+            .is_none_or(|a| !a.contains_key(keys::VERSION))
+    );
+}
+
+#[test]
+fn b2_stale_executor_is_removed_before_any_resume() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    step(&mut s); // suspended
+    let mut n = s.nodewrights[0].clone();
+    n.metadata.annotations.as_mut().unwrap().remove(keys::PAUSE);
+    pkg_mut(&mut n, "dexter").image = "ghcr.io/example/other".into(); // spec drift
+    s.nodewrights[0] = n;
+    let plan = pass(&s);
+    assert!(count(&plan, "deleteJob") + count(&plan, "patchJob") >= 1);
+    assert!(
+        !plan.effects.iter().any(|e| matches!(
+            e,
+            Effect::PatchJob {
+                suspend: Some(false),
+                ..
+            }
+        )),
+        "B2: a stale executor is invalidated, never resumed"
+    );
+}
+
+#[test]
+fn t03_in_flight_failure_is_guarded_and_leaves_node_status() {
+    use nodewright_core::jobs::{Evidence, Outcome, OutcomeKind, entry_changes};
+    let n = with_pkg(nw("demo"), "dexter", "1.2.3");
+    let mut d = nodewright_crds::NodeState::default();
+    d.upsert(entry("dexter", "1.2.3", Stage::Apply, State::InProgress));
+    let o = Outcome {
+        nodewright: "demo".into(),
+        node: "n1".into(),
+        package: "dexter".into(),
+        version: "1.2.3".into(),
+        stage: Some(Stage::Apply),
+        job: "j".into(),
+        kind: OutcomeKind::AttemptFailed {
+            restarts: Some(1),
+            evidence: Evidence {
+                pod: "p".into(),
+                container: "c".into(),
+                reason: "Error".into(),
+                message: String::new(),
+            },
+        },
+        image: "ghcr.io/example/dexter".into(),
+        container_sha: String::new(),
+        after_state: vec![],
+    };
+    let changes = entry_changes(&o, Some(&n), &d);
+    assert_eq!(changes.len(), 1);
+    assert_eq!(
+        changes[0].set.as_ref().unwrap().state,
+        Some(State::Erroring)
+    );
+    // Guard: another stage, or an absent entry, is never written (T20, inv16_12).
+    d.upsert(entry("dexter", "1.2.3", Stage::Config, State::InProgress));
+    assert!(entry_changes(&o, Some(&n), &d).is_empty());
+}
+
+#[test]
+fn t11_t12_t13_uninstall_with_interrupt_runs_uninstall_interrupt_then_removes() {
+    let mut n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    n.spec
+        .packages
+        .get_mut("dexter")
+        .unwrap()
+        .uninstall
+        .as_mut()
+        .unwrap()
+        .apply = true;
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry(
+            "dexter",
+            "1.2.3",
+            Stage::PostInterrupt,
+            State::Complete,
+        )],
+    );
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let stages = all_stages(&mut s, 30);
+    assert_eq!(stages, vec!["uninstall", "uninstall-interrupt"]);
+    assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
+}
+
+#[test]
+fn e05_r6_1_non_interrupt_pods_block_the_drain() {
+    let mut n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Reboot,
+        &[],
+    );
+    n.spec.pod_non_interrupt_labels = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+            match_labels: Some([("app".to_string(), "training".to_string())].into()),
+            match_expressions: None,
+        },
+    );
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let mut pod = workload_pod("train", "n1");
+    pod.metadata.labels = Some([("app".to_string(), "training".to_string())].into());
+    s.workload_pods.push(pod);
+    let mut warned = false;
+    for _ in 0..8 {
+        let plan = step(&mut s);
+        warned |= events(&plan).contains(&("Drain".into(), "NonInterruptPodsRunning".into()));
+        assert_eq!(
+            count(&plan, "evict"),
+            0,
+            "no eviction while non-interrupt work runs"
+        );
+        assert!(created(&plan).is_empty());
+    }
+    assert!(warned, "E5");
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert_eq!(
+        status::condition(&st.conditions, "Blocked").unwrap().reason,
+        "NonInterruptPodsRunning"
+    );
+}
+
+#[test]
+fn e07_drain_timeout_marks_node_erroring_and_keeps_waiting() {
+    let mut n = with_interrupt(
+        with_pkg(nw("demo"), "dexter", "1.2.3"),
+        "dexter",
+        InterruptType::Reboot,
+        &[],
+    );
+    n.spec.drain_config = Some(nodewright_crds::DrainConfig {
+        timeout: Some(nodewright_crds::duration::GoDuration("1m".into())),
+        ..Default::default()
+    });
+    let mut n1 = node("n1");
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    set_annotation(&mut n1, &keys::drain_start("demo"), "2025-12-31T23:00:00Z");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let mut pod = workload_pod("stuck", "n1");
+    pod.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    s.workload_pods.push(pod);
+    let mut timed_out = false;
+    for _ in 0..8 {
+        let plan = step(&mut s);
+        timed_out |= events(&plan).contains(&("Drain".into(), "DrainTimeout".into()));
+        assert!(created(&plan).is_empty());
+    }
+    assert!(timed_out);
+}
+
+#[test]
+fn e08_mark_complete_event_when_node_completes() {
+    let mut s = one_pkg();
+    let mut seen = false;
+    for _ in 0..20 {
+        let plan = step(&mut s);
+        seen |= events(&plan).contains(&("State".into(), "MarkComplete".into()));
+        finish_jobs(&mut s, true);
+    }
+    assert!(seen);
+}
+
+#[test]
+fn e12_paused_deletion_with_pending_uninstall_is_blocked() {
+    let n = annotate_nw(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false),
+        keys::PAUSE,
+        "true",
+    );
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+        )],
+    );
+    s.nodewrights[0].metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    let plan = until(&mut s, "event", 5);
+    assert!(events(&plan).contains(&("DeletionBlocked".into(), "BlockDelete".into())));
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert_eq!(
+        status::condition(&st.conditions, "DeletionBlocked")
+            .unwrap()
+            .reason,
+        "PausedWithPendingUninstall"
+    );
+    assert_eq!(count(&pass(&s), "removeFinalizer"), 0);
+}
+
+#[test]
+fn e15_attempt_failed_event_via_jobs_seam() {
+    // E15 is emitted by jobs::record_events for AttemptFailed outcomes the pass applies.
+    use nodewright_core::jobs::{Evidence, Outcome, OutcomeKind, record_events};
+    let o = Outcome {
+        nodewright: "demo".into(),
+        node: "n1".into(),
+        package: "dexter".into(),
+        version: "1.2.3".into(),
+        stage: Some(Stage::Apply),
+        job: "j".into(),
+        kind: OutcomeKind::AttemptFailed {
+            restarts: Some(1),
+            evidence: Evidence {
+                pod: "p".into(),
+                container: "c".into(),
+                reason: "Error".into(),
+                message: String::new(),
+            },
+        },
+        image: String::new(),
+        container_sha: String::new(),
+        after_state: vec![],
+    };
+    let change = nodewright_core::EntryChange {
+        nodewright: "demo".into(),
+        key: "dexter|1.2.3".into(),
+        expect: None,
+        set: None,
+    };
+    let ev = record_events(&o, &[change]);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, Effect::Event(x) if x.action == "UpdateNodeState"))
+    );
+}
+
+#[test]
+fn inv16_13_patch_carries_only_changed_entries_with_snapshot_expectations() {
+    let n = with_pkg(with_pkg(nw("demo"), "a", "1.0.0"), "b", "1.0.0");
+    let done = entry("b", "1.0.0", Stage::Config, State::Complete);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(node("n1"), "demo", &[done.clone()])],
+    );
+    let plan = until_created(&mut s, 10);
+    let patch = plan
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::PatchNode(p) if !p.state.is_empty() => Some(p),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        patch.state.len(),
+        1,
+        "b is untouched, so absent from the patch"
+    );
+    assert_eq!(patch.state[0].key, "a|1.0.0");
+    assert_eq!(patch.state[0].expect, None);
+}
+
+#[test]
+fn inv16_20_node_order_offset_never_decreases() {
+    let mut s = snapshot(
+        vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)],
+        vec![node("n1"), node("n2"), node("n3")],
+    );
+    let mut last = 0;
+    for _ in 0..60 {
+        let plan = step(&mut s);
+        finish_jobs(&mut s, true);
+        let offset = s.nodewrights[0]
+            .status
+            .as_ref()
+            .map_or(0, |st| st.node_order_offset);
+        assert!(offset >= last);
+        last = offset;
+        if plan.effects.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(last, 3);
+}
+
+#[test]
+fn inv16_23_no_resurrection_after_reset() {
+    let mut s = one_pkg();
+    until_created(&mut s, 10);
+    s.nodes[0]
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .remove(&keys::node_state("demo"));
+    finish_jobs(&mut s, true);
+    for _ in 0..3 {
+        let plan = step(&mut s);
+        for e in &plan.effects {
+            if let Effect::PatchNode(p) = e {
+                for c in &p.state {
+                    if c.expect.is_none() {
+                        let set = c.set.as_ref().unwrap();
+                        assert_eq!(
+                            (set.stage, set.state),
+                            (Stage::Apply, Some(State::InProgress)),
+                            "only T1 creates entries"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

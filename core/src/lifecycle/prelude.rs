@@ -348,6 +348,15 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
         ctx.work.set_node_status(node, &v.name, new);
         if new == Status::Complete {
             release_cordon(ctx, &v.name, node);
+            if prior_statuses[i] != Status::Complete {
+                ctx.work.event(
+                    super::work::node_ref(name),
+                    false,
+                    "State",
+                    "MarkComplete",
+                    format!("NodeWright [{}] complete.", v.name),
+                ); // E8
+            }
         }
     }
     drop(probe);

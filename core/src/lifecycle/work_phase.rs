@@ -477,8 +477,25 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
             .map(|p| pod_name(p))
             .collect();
         if !blocking.is_empty() {
-            ctx.non_interrupt_blocked
-                .insert((v.name.clone(), node_name.to_string()));
+            if ctx
+                .non_interrupt_blocked
+                .insert((v.name.clone(), node_name.to_string()))
+            {
+                let pods: Vec<&str> = blocking.iter().take(10).map(String::as_str).collect();
+                ctx.work.event(
+                    node_ref(node_name),
+                    true,
+                    "Drain",
+                    "NonInterruptPodsRunning",
+                    format!(
+                        "drain blocked by non-interrupt pods [{}] for package [{}:{}] from [nodewright:{}]",
+                        pods.join(", "),
+                        pkg.name,
+                        pkg.version,
+                        v.name
+                    ),
+                ); // E5
+            }
             return false;
         }
     }
@@ -504,6 +521,7 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         let now = ctx.now.to_string();
         ctx.work.set_annotation(node, &drain_key, Some(&now));
     }
+    drain_timeout(ctx, v, node, pkg);
     let mut round = false;
     for pod in evict {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -545,6 +563,54 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         );
     }
     false
+}
+
+/// [Ext] `drainConfig.timeout`: once `now ≥ drainStart + timeout`, warn (E7) and mark the node
+/// erroring; the drain keeps waiting.
+fn drain_timeout(
+    ctx: &mut Ctx,
+    v: &NwView,
+    node: &k8s_openapi::api::core::v1::Node,
+    pkg: &Package,
+) {
+    let Some(timeout) =
+        v.nw.spec
+            .drain_config
+            .as_ref()
+            .and_then(|d| d.timeout.as_ref())
+            .and_then(|t| nodewright_crds::duration::parse_go_duration(&t.0).ok())
+            .filter(|n| *n > 0)
+    else {
+        return;
+    };
+    let started = super::view::annotation(node, &keys::drain_start(&v.name))
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let Some(started) = started else { return };
+    let deadline = started.checked_add(jiff::SignedDuration::from_nanos(timeout));
+    if deadline.is_ok_and(|d| ctx.now >= d) {
+        let name = super::view::node_name(node);
+        ctx.work.set_node_status(node, &v.name, Status::Erroring);
+        let message = format!(
+            "drain timed out after [{}] for node [{name}] package [{}:{}]",
+            std::time::Duration::from_nanos(timeout.unsigned_abs()).as_secs(),
+            pkg.name,
+            pkg.version
+        );
+        ctx.work.event(
+            node_ref(&name),
+            true,
+            "Drain",
+            "DrainTimeout",
+            message.clone(),
+        );
+        ctx.work.event(
+            nw_ref(&v.name, &v.uid),
+            true,
+            "Drain",
+            "DrainTimeout",
+            message,
+        );
+    }
 }
 
 fn pod_name(p: &k8s_openapi::api::core::v1::Pod) -> String {

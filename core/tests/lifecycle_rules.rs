@@ -1548,7 +1548,7 @@ fn inv16_13_patch_carries_only_changed_entries_with_snapshot_expectations() {
     let done = entry("b", "1.0.0", Stage::Config, State::Complete);
     let mut s = snapshot(
         vec![n],
-        vec![with_state(node("n1"), "demo", &[done.clone()])],
+        vec![with_state(node("n1"), "demo", std::slice::from_ref(&done))],
     );
     let plan = until_created(&mut s, 10);
     let patch = plan

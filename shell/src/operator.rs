@@ -112,16 +112,30 @@ async fn run(
     if options.enable_webhooks {
         let (crt, key) = cert::placeholder()?;
         let tls_config = RustlsConfig::from_config(tls::server_config(&crt, &key)?);
-        let manager = CertManager::new(
-            client.clone(),
-            &options.namespace,
-            &options.webhook_secret_name,
-            &options.webhook_service_name,
-            tls_config.clone(),
-        );
-        health.webhook = Some(manager.clone());
-        tokio::spawn(manager.run(CERT_CHECK_PERIOD, shutdown.clone()));
-        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], WEBHOOK_PORT));
+        match env.get("WEBHOOK_CERT_DIR").filter(|d| !d.is_empty()) {
+            Some(dir) => {
+                // Local development: serve fixed files, no Secret and no CA injection.
+                let files = crate::webhook::files::CertFiles::new(dir, tls_config.clone());
+                health.webhook_files = Some(files.clone());
+                tokio::spawn(files.run(CERT_CHECK_PERIOD, shutdown.clone()));
+            }
+            None => {
+                let manager = CertManager::new(
+                    client.clone(),
+                    &options.namespace,
+                    &options.webhook_secret_name,
+                    &options.webhook_service_name,
+                    tls_config.clone(),
+                );
+                health.webhook = Some(manager.clone());
+                tokio::spawn(manager.run(CERT_CHECK_PERIOD, shutdown.clone()));
+            }
+        }
+        let port = env
+            .get("WEBHOOK_PORT")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(WEBHOOK_PORT);
+        let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
         let router = server::webhook_router(ApiLookups(client.clone()));
         tokio::spawn(server::serve_tls(
             addr,

@@ -19,6 +19,7 @@ use tracing::{info, warn};
 use crate::metrics::{CONTENT_TYPE, Metrics};
 use crate::webhook::admission::{self, ApiLookups, Hook};
 use crate::webhook::bootstrap::CertManager;
+use crate::webhook::files::CertFiles;
 
 /// Port the webhook server listens on (the Service maps 443 to it).
 pub const WEBHOOK_PORT: u16 = 9443;
@@ -30,6 +31,8 @@ pub struct Health {
     pub caches_synced: Arc<AtomicBool>,
     /// The webhook certificate manager, when webhooks are on.
     pub webhook: Option<CertManager>,
+    /// Fixed certificate files (`WEBHOOK_CERT_DIR`), when used instead of the Secret.
+    pub webhook_files: Option<CertFiles>,
 }
 
 impl Health {
@@ -42,6 +45,11 @@ impl Health {
             && !w.is_ready()
         {
             return Err("webhook certificate not served or CA bundle not injected");
+        }
+        if let Some(f) = &self.webhook_files
+            && !f.is_ready()
+        {
+            return Err("webhook certificate files not loaded");
         }
         Ok(())
     }

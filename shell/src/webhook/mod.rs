@@ -3,4 +3,5 @@
 pub mod admission;
 pub mod bootstrap;
 pub mod cert;
+pub mod files;
 pub mod tls;

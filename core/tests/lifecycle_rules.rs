@@ -1620,3 +1620,51 @@ fn inv16_23_no_resurrection_after_reset() {
         }
     }
 }
+
+#[test]
+fn r2_3_dependency_cycle_blocks_only_that_nodewright() {
+    let cyc = with_dep(
+        with_dep(
+            with_pkg(with_pkg(nw("cyc"), "p", "1.0.0"), "q", "1.0.0"),
+            "p",
+            "q",
+        ),
+        "q",
+        "p",
+    );
+    let mut ok = with_pkg(nw("ok"), "a", "1.0.0");
+    ok.spec.priority = 1;
+    let mut s = snapshot(vec![cyc, ok], vec![node("n1")]);
+    converge(&mut s, 30);
+    assert_eq!(node_status(&s, "n1", "ok"), Some(Status::Complete));
+    let st = s
+        .nodewrights
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some("cyc"))
+        .unwrap()
+        .status
+        .clone()
+        .unwrap();
+    let blocked = status::condition(&st.conditions, "Blocked").unwrap();
+    assert_eq!(blocked.reason, "InvalidDependencyGraph");
+    assert!(doc(&s, "n1", "cyc").is_empty());
+}
+
+#[test]
+fn r9_metrics_include_rollout_gauges() {
+    let mut s = one_pkg();
+    converge(&mut s, 20);
+    let plan = pass(&s);
+    let _ = &plan;
+    let mut s2 = one_pkg();
+    let first = step(&mut s2);
+    let second = step(&mut s2);
+    assert!(
+        first
+            .metrics
+            .iter()
+            .chain(&second.metrics)
+            .any(|m| m.name.starts_with("rollout_")),
+        "rollout gauges come from the rollout decision"
+    );
+}

@@ -47,6 +47,8 @@ pub struct Ctx<'a> {
     pub cleared: BTreeSet<String>,
     /// (NodeWright, node) pairs whose drain waits on podNonInterruptLabels pods.
     pub non_interrupt_blocked: BTreeSet<(String, String)>,
+    /// Rollout gauges per NodeWright from its last rollout decision this pass.
+    pub rollout_metrics: BTreeMap<String, Vec<crate::plan::MetricSample>>,
     /// Node order per NodeWright from the rollout decision.
     pub node_orders: BTreeMap<String, BTreeMap<String, i32>>,
 }
@@ -96,6 +98,7 @@ impl<'a> Ctx<'a> {
             cleared: BTreeSet::new(),
             non_interrupt_blocked: BTreeSet::new(),
             node_orders: BTreeMap::new(),
+            rollout_metrics: BTreeMap::new(),
         }
     }
 

@@ -105,6 +105,9 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
             }
             out.push(sample("package_restarts_count", pkg(), restarts as f64));
         }
+        if let Some(rollout) = ctx.rollout_metrics.get(&v.name) {
+            out.extend(rollout.iter().cloned());
+        }
     }
     out
 }

@@ -83,6 +83,8 @@ pub fn plan(
 pub fn record(ctx: &mut Ctx, v: &NwView, decision: &RolloutDecision) {
     ctx.node_orders
         .insert(v.name.clone(), decision.node_order.clone());
+    ctx.rollout_metrics
+        .insert(v.name.clone(), decision.metrics.clone());
     let status = ctx.status_mut(v);
     status.node_priority = decision.node_priority.clone();
     status.node_order_offset = decision.node_order_offset;

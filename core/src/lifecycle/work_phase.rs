@@ -55,9 +55,9 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let changed_nodes = pre_selection(ctx, v);
     let to_uninstall = uninstall_requests(ctx, v);
     let decision = rollout_seam::select(ctx, v);
-    let mut run_nodes: Vec<String> = decision.selected_nodes.clone();
-    run_nodes.extend(decision.finishing_nodes.iter().cloned());
-    let finishing: BTreeSet<String> = decision.finishing_nodes.iter().cloned().collect();
+    // In-flight nodes of a stopped compartment only finish their running stage (D9): the
+    // executor runs on, nothing new starts, so they are not visited here.
+    let run_nodes: BTreeSet<&String> = decision.selected_nodes.iter().collect();
     for node in &v.nodes {
         if !run_nodes.contains(node) || !node_ready(ctx, views, v, node) {
             continue;
@@ -69,7 +69,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
             continue;
         }
         let pending = to_uninstall.get(node).cloned().unwrap_or_default();
-        run_node(ctx, v, dag, node, &pending, finishing.contains(node));
+        run_node(ctx, v, dag, node, &pending);
     }
     if !ctx.nw_complete(v) {
         ctx.requeue = true;
@@ -229,7 +229,7 @@ pub fn to_run(
 }
 
 /// One node of the work phase: gate and apply for each package of toRun (§7.4, §7.5).
-fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String], finishing: bool) {
+fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]) {
     let Some(doc) = ctx.doc(v, node).cloned() else {
         return;
     };
@@ -240,14 +240,6 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         let Some(pkg) = v.packages.get(&name) else {
             continue;
         };
-        if finishing
-            && ctx
-                .doc(v, node)
-                .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version))
-                .is_none()
-        {
-            continue; // a stopped compartment only finishes what is in flight (D9)
-        }
         if has_interrupt(pkg, &updates) && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
             ctx.requeue = true;
             continue;

@@ -91,10 +91,11 @@ pub fn record(ctx: &mut Ctx, v: &NwView, decision: &RolloutDecision) {
     status.compartment_statuses = decision.compartment_statuses.clone();
 }
 
-/// Work-phase selection (§6.5): select with the statuses as they stand now.
-pub fn select(ctx: &mut Ctx, v: &NwView) -> RolloutDecision {
+/// Work-phase selection (§6.5): select with the statuses as they stand now; `version_changed`
+/// is the §6.8 reset trigger of a detected package version change.
+pub fn select(ctx: &mut Ctx, v: &NwView, version_changed: bool) -> RolloutDecision {
     let views = node_views(ctx, v, None);
-    let decision = plan(ctx, v, &views, false, true, false);
+    let decision = plan(ctx, v, &views, false, true, version_changed);
     record(ctx, v, &decision);
     decision
 }

@@ -53,8 +53,10 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
         return;
     }
     let changed_nodes = pre_selection(ctx, v);
+    let changed_nodes_set = &changed_nodes.nodes;
     let to_uninstall = uninstall_requests(ctx, v);
-    let decision = rollout_seam::select(ctx, v);
+    let version_changed = changed_nodes.version_changed;
+    let decision = rollout_seam::select(ctx, v, version_changed);
     // In-flight nodes of a stopped compartment only finish their running stage (D9): the
     // executor runs on, nothing new starts, so they are not visited here.
     let run_nodes: BTreeSet<&String> = decision.selected_nodes.iter().collect();
@@ -63,7 +65,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
             continue;
         }
         if ctx.node_complete(v, node)
-            && !changed_nodes.contains(node)
+            && !changed_nodes_set.contains(node)
             && !to_uninstall.contains_key(node)
         {
             continue;
@@ -96,9 +98,18 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
     Ok(work)
 }
 
-/// §7.7 cancels and §7.8 version changes; returns the nodes whose entries changed.
-fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
+/// What §7.7/§7.8 changed.
+struct PreSelection {
+    /// Nodes whose entries changed.
+    nodes: BTreeSet<String>,
+    /// Some node had a version difference (§7.8.6: batch-state reset trigger).
+    version_changed: bool,
+}
+
+/// §7.7 cancels and §7.8 version changes.
+fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
     let mut changed = BTreeSet::new();
+    let mut version_changed = false;
     let mut clear_updates: BTreeSet<String> = BTreeSet::new();
     for node in &v.nodes {
         let Some(doc) = ctx.doc(v, node).cloned() else {
@@ -127,6 +138,7 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
                 let current = super::predicates::entry_of(&new_doc, &pkg.name, &pkg.version);
                 if current.is_none_or(|e| e.stage != Stage::Upgrade) && current.is_none() {
                     new_doc.upsert(entry_for(pkg, Stage::Upgrade, State::InProgress));
+                    version_changed = true;
                     clear_updates.insert(pkg.name.clone());
                 }
             }
@@ -142,7 +154,10 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> BTreeSet<String> {
     for name in clear_updates {
         status.config_updates.remove(&name);
     }
-    changed
+    PreSelection {
+        nodes: changed,
+        version_changed,
+    }
 }
 
 /// §7.6 uninstall requests: T13, T14; returns per node the packages to uninstall.

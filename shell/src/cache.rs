@@ -16,6 +16,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::watcher;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 use nodewright_core::{ClusterInfo, Snapshot};
@@ -204,8 +205,6 @@ where
     }
 }
 
-use kube::runtime::watcher::watcher;
-
 /// Drops managedFields, which the operator never reads.
 fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
@@ -275,7 +274,8 @@ fn node_changed(seen: &Mutex<HashMap<String, u64>>, node: &Node) -> bool {
 }
 
 impl Caches {
-    /// Waits until every store has completed its initial list.
+    /// Waits until every store has completed its initial list. PodDisruptionBudgets are
+    /// best-effort: without RBAC for them the operator runs with an empty list after 10 s.
     pub async fn wait_ready(&self) {
         let _ = tokio::join!(
             self.nodewrights.wait_until_ready(),
@@ -285,8 +285,14 @@ impl Caches {
             self.executor_pods.wait_until_ready(),
             self.pods.wait_until_ready(),
             self.config_maps.wait_until_ready(),
+        );
+        let pdbs = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
             self.pdbs.wait_until_ready(),
         );
+        if pdbs.await.is_err() {
+            warn!("PodDisruptionBudgets not listable (RBAC?): drain runs without PDB awareness");
+        }
     }
 
     /// Copies the caches into a [`Snapshot`] for one pass.

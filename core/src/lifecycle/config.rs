@@ -168,6 +168,7 @@ fn commit(
             .cloned(),
     );
     changed.sort();
+    ctx.forget_completeness(v);
     let status = ctx.status_mut(v);
     let list = status.config_updates.entry(pkg.name.clone()).or_default();
     if all_complete {

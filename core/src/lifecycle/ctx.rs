@@ -47,6 +47,8 @@ pub struct Ctx<'a> {
     pub cleared: BTreeSet<String>,
     /// (NodeWright, node) pairs whose drain waits on podNonInterruptLabels pods.
     pub non_interrupt_blocked: BTreeSet<(String, String)>,
+    /// IsNodeComplete per (NodeWright, node), cleared when a document or `configUpdates` changes.
+    complete_cache: std::cell::RefCell<BTreeMap<String, BTreeMap<String, bool>>>,
     /// Rollout gauges per NodeWright from its last rollout decision this pass.
     pub rollout_metrics: BTreeMap<String, Vec<crate::plan::MetricSample>>,
     /// Node order per NodeWright from the rollout decision.
@@ -99,6 +101,7 @@ impl<'a> Ctx<'a> {
             non_interrupt_blocked: BTreeSet::new(),
             node_orders: BTreeMap::new(),
             rollout_metrics: BTreeMap::new(),
+            complete_cache: Default::default(),
         }
     }
 
@@ -117,6 +120,9 @@ impl<'a> Ctx<'a> {
 
     /// The working document of (v, node) for writing; `None` when unreadable.
     pub fn doc_mut(&mut self, v: &NwView, node: &str) -> Option<&mut NodeState> {
+        if let Some(cache) = self.complete_cache.get_mut().get_mut(&v.name) {
+            cache.remove(node);
+        }
         match v.parsed.get(node) {
             Some(Ok(snapshot)) => Some(self.work.state_mut(&v.name, node, snapshot)),
             _ => None,
@@ -125,9 +131,28 @@ impl<'a> Ctx<'a> {
 
     /// D5 on the current document; unreadable reads as no entries.
     pub fn node_complete(&self, v: &NwView, node: &str) -> bool {
+        if let Some(hit) = self
+            .complete_cache
+            .borrow()
+            .get(&v.name)
+            .and_then(|m| m.get(node))
+        {
+            return *hit;
+        }
         let empty = NodeState::default();
         let updates = &self.status(v).config_updates;
-        nodewright_crds_complete(v, self.doc(v, node).unwrap_or(&empty), updates)
+        let complete = nodewright_crds_complete(v, self.doc(v, node).unwrap_or(&empty), updates);
+        self.complete_cache
+            .borrow_mut()
+            .entry(v.name.clone())
+            .or_default()
+            .insert(node.to_string(), complete);
+        complete
+    }
+
+    /// Forgets cached completeness of `v` (its `configUpdates` changed, which steers D2/D3).
+    pub fn forget_completeness(&mut self, v: &NwView) {
+        self.complete_cache.get_mut().remove(&v.name);
     }
 
     /// D6 on the current documents.

@@ -150,6 +150,9 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
             changed.insert(node.clone());
         }
     }
+    if !clear_updates.is_empty() {
+        ctx.forget_completeness(v);
+    }
     let status = ctx.status_mut(v);
     for name in clear_updates {
         status.config_updates.remove(&name);

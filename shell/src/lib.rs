@@ -5,6 +5,7 @@
 //! [`Snapshot`]: nodewright_core::Snapshot
 
 pub mod cache;
+pub mod cli;
 pub mod error;
 pub mod interpret;
 pub mod leader;

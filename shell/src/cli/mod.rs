@@ -1,0 +1,180 @@
+//! `kubectl nodewright`: the kubectl plugin (06-operations.md §1). Implemented verbs: `version`,
+//! `pause`, `resume`, `disable`, `enable`, `reset`, `node list`, `node status`.
+
+mod lifecycle;
+mod node;
+mod reset;
+mod table;
+
+use std::io::{BufRead, Write};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// Output formats of listing commands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Aligned columns.
+    Table,
+    /// Aligned columns with extra columns.
+    Wide,
+    /// JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+fn parse_output(s: &str) -> Result<Output, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "table" => Ok(Output::Table),
+        "wide" => Ok(Output::Wide),
+        "json" => Ok(Output::Json),
+        "yaml" => Ok(Output::Yaml),
+        _ => Err(format!("invalid output format {s:?}")),
+    }
+}
+
+/// Flags shared by every command.
+#[derive(Args, Clone, Debug)]
+pub struct Global {
+    /// Path to the kubeconfig file.
+    #[arg(long, global = true, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+    /// Kubeconfig context.
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+    /// Operator namespace.
+    #[arg(short = 'n', long, global = true, default_value = "nodewright")]
+    pub namespace: String,
+    /// Output format: table, wide, json, yaml.
+    #[arg(short = 'o', long, global = true, default_value = "table", value_parser = parse_output)]
+    pub output: Output,
+    /// Print warnings (skipped nodes, failed secondary writes).
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+    /// Show what would change; write nothing.
+    #[arg(long, global = true)]
+    pub dry_run: bool,
+}
+
+/// The plugin's command line.
+#[derive(Parser, Debug)]
+#[command(name = "nodewright", version = version_summary(), about = "Manage NodeWright rollouts")]
+pub struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the plugin version.
+    Version,
+    /// Pause a NodeWright.
+    Pause(lifecycle::LifecycleArgs),
+    /// Resume a paused NodeWright.
+    Resume(lifecycle::LifecycleArgs),
+    /// Disable a NodeWright.
+    Disable(lifecycle::LifecycleArgs),
+    /// Enable a disabled NodeWright.
+    Enable(lifecycle::LifecycleArgs),
+    /// Remove all package state of a NodeWright so every package re-runs.
+    Reset(reset::ResetArgs),
+    /// Node commands.
+    #[command(subcommand)]
+    Node(node::NodeCommand),
+}
+
+fn version_summary() -> &'static str {
+    concat!(env!("CARGO_PKG_VERSION"))
+}
+
+/// Runs the plugin; errors are printed by the caller and exit 1.
+pub async fn run(cli: Cli) -> Result<()> {
+    let g = cli.global;
+    match cli.command {
+        Command::Version => {
+            println!("NodeWright plugin:\t{}", version_summary());
+            Ok(())
+        }
+        Command::Pause(a) => lifecycle::run(&g, lifecycle::Verb::Pause, a).await,
+        Command::Resume(a) => lifecycle::run(&g, lifecycle::Verb::Resume, a).await,
+        Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,
+        Command::Enable(a) => lifecycle::run(&g, lifecycle::Verb::Enable, a).await,
+        Command::Reset(a) => reset::run(&g, a).await,
+        Command::Node(c) => node::run(&g, c).await,
+    }
+}
+
+/// A client for the selected kubeconfig and context.
+pub async fn client(g: &Global) -> Result<Client> {
+    let options = KubeConfigOptions {
+        context: g.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match g
+        .kubeconfig
+        .as_deref()
+        .filter(|p| !p.is_empty() && !p.contains(':'))
+    {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
+            Config::from_custom_kubeconfig(kc, &options).await?
+        }
+        None => match Config::from_kubeconfig(&options).await {
+            Ok(c) => c,
+            Err(_) => Config::infer().await?,
+        },
+    };
+    Ok(Client::try_from(config)?)
+}
+
+/// Lifecycle prompt: only `y`/`Y` proceed; anything else (or EOF) aborts.
+pub fn confirm_lifecycle(question: &str, input: &mut impl BufRead) -> bool {
+    print!("{question} [y/N]: ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    matches!(input.read_line(&mut line), Ok(n) if n > 0) && matches!(line.trim(), "y" | "Y")
+}
+
+/// Destructive prompt: `y`/`yes` in any case proceed; EOF or a read error is an error.
+pub fn confirm_destructive(question: &str, input: &mut impl BufRead) -> Result<bool> {
+    print!("{question} [y/N]: ");
+    let _ = std::io::stdout().flush();
+    let mut line = String::new();
+    match input.read_line(&mut line) {
+        Ok(0) => bail!("reading confirmation: EOF"),
+        Ok(_) => Ok(matches!(
+            line.trim().to_ascii_lowercase().as_str(),
+            "y" | "yes"
+        )),
+        Err(e) => bail!("reading confirmation: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompts_follow_the_two_conventions() {
+        assert!(confirm_lifecycle("q", &mut "y\n".as_bytes()));
+        assert!(!confirm_lifecycle("q", &mut "yes\n".as_bytes()));
+        assert!(!confirm_lifecycle("q", &mut "".as_bytes()));
+        assert!(confirm_destructive("q", &mut "YES\n".as_bytes()).unwrap_or(false));
+        assert!(!confirm_destructive("q", &mut "n\n".as_bytes()).unwrap_or(true));
+        assert!(confirm_destructive("q", &mut "".as_bytes()).is_err());
+    }
+
+    #[test]
+    fn output_formats_are_case_insensitive_and_checked() {
+        assert_eq!(parse_output("JSON"), Ok(Output::Json));
+        assert_eq!(
+            parse_output("xml"),
+            Err("invalid output format \"xml\"".into())
+        );
+    }
+}

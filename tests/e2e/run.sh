@@ -34,11 +34,13 @@ cleanup() {
   set +e
   if [ "$rc" != 0 ]; then
     e2e_say "FAILED (exit $rc); log tails:"
-    for f in "$OPERATOR_LOG" "$NODEWRIGHT_RUN"/logs/{kwok,kube-controller-manager,kube-apiserver}.log; do
+    for f in "$NODEWRIGHT_RUN"/logs/{kube-apiserver,kube-controller-manager,kwok}.log "$OPERATOR_LOG"; do
       [ -f "$f" ] || continue
-      printf '\n----- %s (last 40 lines) -----\n' "$f" >&2
-      tail -n 40 "$f" >&2
+      n=15; [ "$f" = "$OPERATOR_LOG" ] && n=60
+      printf '\n----- %s (last %s lines, cut at 300 columns) -----\n' "$f" "$n" >&2
+      tail -n "$n" "$f" | cut -c1-300 >&2
     done
+    e2e_say "suite output: $NODEWRIGHT_RUN/e2e-output.txt; failing cases print their NodeWright/Job/node dump there"
   fi
   if [ "${NODEWRIGHT_E2E_KEEP:-0}" = 1 ]; then
     e2e_say "leaving cluster and operator running (KUBECONFIG=$KUBECONFIG); stop with:"
@@ -87,8 +89,9 @@ phase "operator built"
 
 webhooks=${NODEWRIGHT_E2E_WEBHOOKS:-auto}
 if [ "$webhooks" = auto ]; then
-  # The e2e switch (serve a given cert on a given address, no self-managed certificate).
-  if grep -rqs WEBHOOK_CERT_FILE shell/src; then webhooks=1; else webhooks=0; fi
+  # The operator's local switch: serve tls.crt/tls.key from WEBHOOK_CERT_DIR on WEBHOOK_PORT, no
+  # self-managed certificate Secret and no CA injection (docs/operations.md).
+  if grep -rqs WEBHOOK_CERT_DIR shell/src; then webhooks=1; else webhooks=0; fi
 fi
 {
   printf 'NODEWRIGHT_OPERATOR_BIN=%q\n' "$OPERATOR_BIN"
@@ -102,14 +105,19 @@ fi
   echo "JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT"
   if [ "$webhooks" = 1 ]; then
     echo "ENABLE_WEBHOOKS=true"
-    echo "WEBHOOK_LISTEN_ADDR=127.0.0.1:$E2E_WEBHOOK_PORT"
-    printf 'WEBHOOK_CERT_FILE=%q\n' "$NODEWRIGHT_RUN/pki/webhook.crt"
-    printf 'WEBHOOK_KEY_FILE=%q\n' "$NODEWRIGHT_RUN/pki/webhook.key"
+    echo "WEBHOOK_PORT=$E2E_WEBHOOK_PORT"
+    printf 'WEBHOOK_CERT_DIR=%q\n' "$NODEWRIGHT_RUN/webhook-certs"
   else
     echo "ENABLE_WEBHOOKS=false"
   fi
 } > "$OPERATOR_ENV"
 : > "$OPERATOR_LOG"
+if [ "$webhooks" = 1 ]; then
+  # the cluster PKI's serving cert (SAN 127.0.0.1, signed by pki/ca.crt) under the names the operator reads
+  mkdir -p "$NODEWRIGHT_RUN/webhook-certs"
+  cp "$NODEWRIGHT_RUN/pki/webhook.crt" "$NODEWRIGHT_RUN/webhook-certs/tls.crt"
+  cp "$NODEWRIGHT_RUN/pki/webhook.key" "$NODEWRIGHT_RUN/webhook-certs/tls.key"
+fi
 "$E2E_DIR/operator.sh" start
 if [ "$webhooks" = 1 ]; then
   sed -e "s/@PORT@/$E2E_WEBHOOK_PORT/g" -e "s/@CA_BUNDLE@/$(base64 -w0 < "$NODEWRIGHT_RUN/pki/ca.crt")/g" \

@@ -4,7 +4,7 @@ use anyhow::{Context, Result, bail};
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 
-use crate::harness::{client, namespace, nodewright_resource, policy_resource};
+use crate::harness::{client, nodewright_resource, policy_resource};
 
 /// Parses every document of a YAML file into JSON values.
 fn yaml_docs(path: &std::path::Path) -> Result<Vec<Value>> {
@@ -14,48 +14,94 @@ fn yaml_docs(path: &std::path::Path) -> Result<Vec<Value>> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-/// Dry-run creates `doc` (NodeWright or DeploymentPolicy) through the apiserver.
-async fn dry_run_create(doc: &Value) -> Result<(), kube::Error> {
+/// The API of `doc`'s kind (both kinds are cluster-scoped).
+async fn api_for(doc: &Value) -> Api<DynamicObject> {
     let client = client().await.expect("client");
+    match doc["kind"].as_str() {
+        Some("DeploymentPolicy") => Api::all_with(client, &policy_resource()),
+        _ => Api::all_with(client, &nodewright_resource()),
+    }
+}
+
+/// Creates `doc` (NodeWright or DeploymentPolicy) through the apiserver, as a dry run or for real.
+async fn create(doc: &Value, dry_run: bool) -> Result<(), kube::Error> {
     let obj: DynamicObject = serde_json::from_value(doc.clone()).expect("object");
     let pp = PostParams {
-        dry_run: true,
+        dry_run,
         ..Default::default()
     };
-    let api: Api<DynamicObject> = match doc["kind"].as_str() {
-        Some("DeploymentPolicy") => Api::namespaced_with(client, &namespace(), &policy_resource()),
-        _ => Api::all_with(client, &nodewright_resource()),
-    };
-    api.create(&pp, &obj).await.map(|_| ())
+    api_for(doc).await.create(&pp, &obj).await.map(|_| ())
+}
+
+/// Dry-run creates `doc`.
+async fn dry_run_create(doc: &Value) -> Result<(), kube::Error> {
+    create(doc, true).await
 }
 
 /// 01-api.md §2/§3: every example manifest in crds/examples is accepted by the apiserver
-/// (structural schema, defaults, CEL rules and, when registered, the webhooks) — dry run.
+/// (structural schema, defaults, CEL rules and, when registered, the webhooks). DeploymentPolicies
+/// are created for real first (the NodeWright webhook checks that a referenced policy exists) and
+/// deleted at the end; NodeWrights are dry runs.
 #[tokio::test]
 #[ignore = "e2e: needs tests/e2e/run.sh"]
 async fn crd_examples_accepted_by_apiserver() -> Result<()> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds/examples");
-    let mut count = 0;
     let mut paths: Vec<_> = std::fs::read_dir(&dir)?
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .collect();
     paths.sort();
+    let mut docs = Vec::new();
     for path in paths
         .iter()
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
     {
-        for doc in yaml_docs(path)? {
-            dry_run_create(&doc)
-                .await
-                .with_context(|| format!("{} ({})", path.display(), doc["metadata"]["name"]))?;
-            count += 1;
+        docs.extend(yaml_docs(path)?.into_iter().map(|d| (path.clone(), d)));
+    }
+    if docs.len() < 6 {
+        bail!(
+            "only {} example objects found in {}",
+            docs.len(),
+            dir.display()
+        );
+    }
+    let policies: Vec<_> = docs
+        .iter()
+        .filter(|(_, d)| d["kind"] == "DeploymentPolicy")
+        .collect();
+    let mut created = Vec::new();
+    let mut outcome = Ok(());
+    for (path, doc) in &policies {
+        match create(doc, false).await {
+            Ok(()) => created.push(doc.clone()),
+            Err(e) => {
+                outcome = Err(anyhow::Error::new(e).context(format!(
+                    "{} ({})",
+                    path.display(),
+                    doc["metadata"]["name"]
+                )));
+                break;
+            }
         }
     }
-    if count < 6 {
-        bail!("only {count} example objects found in {}", dir.display());
+    if outcome.is_ok() {
+        for (path, doc) in docs.iter().filter(|(_, d)| d["kind"] != "DeploymentPolicy") {
+            if let Err(e) = dry_run_create(doc).await {
+                outcome = Err(anyhow::Error::new(e).context(format!(
+                    "{} ({})",
+                    path.display(),
+                    doc["metadata"]["name"]
+                )));
+                break;
+            }
+        }
     }
-    eprintln!("[e2e] {count} example objects accepted");
+    for doc in &created {
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let _ = api_for(doc).await.delete(name, &Default::default()).await;
+    }
+    outcome?;
+    eprintln!("[e2e] {} example objects accepted", docs.len());
     Ok(())
 }
 
@@ -126,7 +172,7 @@ async fn webhook_p1_policy_budget_denied() -> Result<()> {
     let doc = json!({
         "apiVersion": "nodewright.nvidia.com/v1alpha1",
         "kind": "DeploymentPolicy",
-        "metadata": { "name": "webhook-probe", "namespace": namespace() },
+        "metadata": { "name": "webhook-probe" },
         "spec": { "default": { "budget": {}, "strategy": { "fixed": {} } } },
     });
     assert_denied(&doc, &["exactly one of percent or count"]).await

@@ -39,7 +39,7 @@ pub fn nodewright_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&gvk, "nodewrights")
 }
 
-/// The DeploymentPolicy kind as a dynamic resource (namespaced).
+/// The DeploymentPolicy kind as a dynamic resource (cluster-scoped).
 pub fn policy_resource() -> ApiResource {
     let gvk = GroupVersionKind::gvk("nodewright.nvidia.com", "v1alpha1", "DeploymentPolicy");
     ApiResource::from_gvk_with_plural(&gvk, "deploymentpolicies")

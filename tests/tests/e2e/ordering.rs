@@ -20,7 +20,7 @@ async fn a05_two_nodewrights_by_priority() -> Result<()> {
 }
 
 async fn a05(c: &Case) -> Result<()> {
-    let two = json!({ "a": pkg("1.0.0", json!({})), "b": pkg("1.0.0", json!({})) });
+    let two = json!({ "pa": pkg("1.0.0", json!({})), "pb": pkg("1.0.0", json!({})) });
     c.create(c.nodewright(
         "a05-late",
         json!({ "priority": 200, "packages": two.clone() }),

@@ -14,7 +14,7 @@ use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
 use serde_json::Value;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
 use crate::webhook::admission::{self, ApiLookups, Hook};
@@ -130,8 +130,8 @@ pub async fn serve_http(
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
-            warn!(server = name, %addr, error = %e, "cannot listen");
-            return;
+            error!(server = name, %addr, error = %e, "cannot listen; exiting");
+            std::process::exit(1);
         }
     };
     info!(server = name, %addr, "listening");
@@ -159,6 +159,10 @@ pub async fn serve_tls(
         let _ = shutdown.changed().await;
         stopper.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
     });
+    if let Err(e) = std::net::TcpListener::bind(addr) {
+        error!(server = "webhook", %addr, error = %e, "cannot listen; exiting");
+        std::process::exit(1);
+    }
     info!(server = "webhook", %addr, "listening (TLS)");
     if let Err(e) = axum_server::bind_rustls(addr, tls)
         .handle(handle)

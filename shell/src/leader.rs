@@ -206,3 +206,124 @@ async fn release(api: &Api<Lease>, config: &LeaderConfig) {
         Err(e) => warn!(lease = %config.name, error = %e, "could not release the lease"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+    use serde_json::{Value, json};
+
+    fn client(
+        script: Vec<(&'static str, u16, Value)>,
+    ) -> (Client, tokio::task::JoinHandle<Vec<Value>>) {
+        let (svc, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let task = tokio::spawn(async move {
+            let mut bodies = Vec::new();
+            for (method, status, body) in script {
+                let (req, send) = handle.next_request().await.expect("request");
+                assert_eq!(req.method().as_str(), method);
+                let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+                bodies.push(serde_json::from_slice(&bytes).unwrap_or(Value::Null));
+                send.send_response(
+                    Response::builder()
+                        .status(status)
+                        .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+                        .expect("response"),
+                );
+            }
+            bodies
+        });
+        (Client::new(svc, "default"), task)
+    }
+
+    fn lease(holder: &str, rv: &str) -> Value {
+        json!({"metadata": {"name": RECONCILE_LEASE, "namespace": "nw", "resourceVersion": rv},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "leaseTransitions": 2,
+                        "renewTime": "2026-01-01T00:00:00.000000Z"}})
+    }
+
+    fn not_found() -> Value {
+        json!({"kind": "Status", "status": "Failure", "code": 404, "reason": "NotFound"})
+    }
+
+    #[tokio::test]
+    async fn leader_creates_absent_lease() {
+        let (c, task) = client(vec![
+            ("GET", 404, not_found()),
+            ("POST", 201, lease("me", "1")),
+        ]);
+        let api: Api<Lease> = Api::namespaced(c, "nw");
+        let cfg = LeaderConfig::new("nw", "me");
+        assert!(
+            try_acquire_or_renew(&api, &cfg, &mut None)
+                .await
+                .unwrap_or(false)
+        );
+        let bodies = task.await.unwrap_or_default();
+        assert_eq!(bodies[1]["spec"]["holderIdentity"], "me");
+    }
+
+    #[tokio::test]
+    async fn leader_does_not_take_a_fresh_foreign_lease_but_takes_an_expired_one() {
+        let (c, task) = client(vec![
+            ("GET", 200, lease("other", "5")),
+            ("GET", 200, lease("other", "5")),
+            ("PUT", 200, lease("me", "6")),
+        ]);
+        let api: Api<Lease> = Api::namespaced(c, "nw");
+        let mut cfg = LeaderConfig::new("nw", "me");
+        let mut observed = None;
+        assert!(
+            !try_acquire_or_renew(&api, &cfg, &mut observed)
+                .await
+                .unwrap_or(true)
+        );
+        // the record did not change for longer than the lease duration: expired
+        cfg.lease_duration = Duration::ZERO;
+        if let Some(o) = observed.as_mut() {
+            o.at = Instant::now() - Duration::from_secs(20);
+        }
+        assert!(
+            try_acquire_or_renew(&api, &cfg, &mut observed)
+                .await
+                .unwrap_or(false)
+        );
+        let bodies = task.await.unwrap_or_default();
+        assert_eq!(
+            bodies[2]["metadata"]["resourceVersion"], "5",
+            "update is guarded"
+        );
+        assert_eq!(bodies[2]["spec"]["holderIdentity"], "me");
+        assert_eq!(bodies[2]["spec"]["leaseTransitions"], 3);
+    }
+
+    #[tokio::test]
+    async fn leader_renews_own_lease_and_loses_races_quietly() {
+        let conflict =
+            json!({"kind": "Status", "status": "Failure", "code": 409, "reason": "Conflict"});
+        let (c, task) = client(vec![
+            ("GET", 200, lease("me", "7")),
+            ("PUT", 200, lease("me", "8")),
+            ("GET", 200, lease("me", "8")),
+            ("PUT", 409, conflict),
+        ]);
+        let api: Api<Lease> = Api::namespaced(c, "nw");
+        let cfg = LeaderConfig::new("nw", "me");
+        assert!(
+            try_acquire_or_renew(&api, &cfg, &mut None)
+                .await
+                .unwrap_or(false)
+        );
+        assert!(
+            !try_acquire_or_renew(&api, &cfg, &mut None)
+                .await
+                .unwrap_or(true)
+        );
+        let bodies = task.await.unwrap_or_default();
+        assert_eq!(
+            bodies[1]["spec"]["leaseTransitions"], 2,
+            "renewal keeps transitions"
+        );
+    }
+}

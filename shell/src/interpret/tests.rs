@@ -1227,3 +1227,39 @@ async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
     assert!(report.wants_requeue());
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn r8_2_blocked_eviction_does_not_block_other_evictions_on_the_node() {
+    let (client, task) = fake(vec![
+        expect(
+            "POST",
+            "/api/v1/namespaces/work/pods/w1/eviction",
+            429,
+            status(429, "TooManyRequests"),
+        ),
+        expect(
+            "POST",
+            "/api/v1/namespaces/work/pods/w2/eviction",
+            201,
+            json!({"kind": "Status", "status": "Success"}),
+        ),
+    ]);
+    let second = Effect::Evict {
+        namespace: "work".into(),
+        name: "w2".into(),
+        uid: "wu2".into(),
+        delete_instead: false,
+        grace_period_seconds: None,
+        context: ctx("n1"),
+    };
+    let plan = Plan {
+        effects: vec![evict(false), event("Drain"), second],
+        ..Plan::default()
+    };
+    let report = interpreter(client).apply(&Snapshot::default(), &plan).await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, ["waiting", "skipped", "applied"]);
+    assert!(report.wants_requeue());
+    assert!(report.errors().is_empty(), "a PDB wait is not an error");
+    task.await.unwrap();
+}

@@ -3,6 +3,7 @@
 
 mod lifecycle;
 mod node;
+mod patterns;
 mod reset;
 mod table;
 

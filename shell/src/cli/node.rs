@@ -31,7 +31,7 @@ pub struct ListArgs {
 /// `node status` arguments.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// Node names (exact).
+    /// Node names or regular expressions.
     pub nodes: Vec<String>,
     /// Only this NodeWright.
     #[arg(long, alias = "skyhook")]

@@ -108,8 +108,13 @@ fn cleanup(ctx: &mut Ctx, v: &NwView) {
         let keep_state = ctx.doc(v, name).is_some_and(|d| !d.is_empty());
         let mut keys_to_drop = vec![keys::node_status(&v.name), keys::drain_start(&v.name)];
         if !keep_state {
-            keys_to_drop.push(keys::node_state(&v.name));
             keys_to_drop.push(keys::node_version(&v.name));
+            // The whole document goes (never re-merged): drop any entry changes of this pass.
+            let pair = (name.clone(), v.name.clone());
+            ctx.work.states.remove(&pair);
+            if super::view::annotation(node, &keys::node_state(&v.name)).is_some() {
+                ctx.work.removed.insert(pair);
+            }
         }
         for key in keys_to_drop {
             ctx.work.set_annotation(node, &key, None);

@@ -127,7 +127,8 @@ phase "operator running (webhooks: $([ "$webhooks" = 1 ] && echo "URL mode on 12
 
 # --- 4. the suite --------------------------------------------------------------------------------
 # Pending tests: #[ignore = "pending: ..."] directly above the test fn.
-pending=$(awk '/#\[ignore = "pending:/ {p=1; next} p && /fn [a-z0-9_]+/ {sub(/.*fn /, ""); sub(/\(.*/, ""); print; p=0}' tests/tests/e2e/*.rs)
+# Printed as <module>::<fn>, the form cargo test reports.
+pending=$(awk '/#\[ignore = "pending:/ {p=1; next} p && /fn [a-z0-9_]+/ {m=FILENAME; sub(/.*\//, "", m); sub(/\.rs$/, "", m); sub(/.*fn /, ""); sub(/\(.*/, ""); print m "::" $0; p=0}' tests/tests/e2e/*.rs)
 skips=()
 if [ "${NODEWRIGHT_E2E_PENDING:-0}" != 1 ]; then
   for t in $pending; do skips+=(--skip "$t"); done

@@ -440,3 +440,47 @@ async fn a11(c: &Case) -> Result<()> {
     }
     Ok(())
 }
+
+/// A24 (D19): editing package `b`'s env while `a`'s apply runs leaves `a`'s Job (same UID) alone.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a24_unrelated_edit_keeps_running_job() -> Result<()> {
+    let c = Case::new("a24", 1).await?;
+    let r = a24(&c).await;
+    c.finish(r).await
+}
+
+async fn a24(c: &Case) -> Result<()> {
+    let holder = hold_pods(c, "a24", |p| pod_label(p, keys::PACKAGE) == "pa-1.0.0");
+    c.create(c.nodewright(
+        "a24",
+        json!({ "packages": { "pa": pkg("1.0.0", json!({})), "pb": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let a_job = wait_for("pa's apply Job running", CONVERGE, || async {
+        let jobs = c.jobs("a24").await?;
+        Ok(jobs.into_iter().find(|j| {
+            job_label(j, keys::PACKAGE) == "pa-1.0.0" && job_label(j, keys::LABEL_STAGE) == "apply"
+        }))
+    })
+    .await?;
+    c.patch(
+        "a24",
+        json!({ "spec": { "packages": { "pb": { "env": [{ "name": "X", "value": "1" }] } } } }),
+    )
+    .await?;
+    let uid = a_job.metadata.uid.clone();
+    hold_for(
+        "pa's running Job keeps its UID",
+        Duration::from_secs(10),
+        || async {
+            let jobs = c.jobs("a24").await?;
+            Ok(jobs
+                .iter()
+                .any(|j| j.metadata.uid == uid && j.metadata.deletion_timestamp.is_none()))
+        },
+    )
+    .await?;
+    holder.abort();
+    Ok(())
+}

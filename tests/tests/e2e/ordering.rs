@@ -147,3 +147,56 @@ async fn a12(c: &Case) -> Result<()> {
     let _ = Duration::ZERO;
     Ok(())
 }
+
+/// A23 / 05-rollout: a DeploymentPolicy with a budget of one node and fixed batches of one paces
+/// three nodes one at a time; the NodeWright completes.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a23_deployment_policy_one_node_batches() -> Result<()> {
+    let c = Case::new("a23", 3).await?;
+    let r = a23(&c).await;
+    let r = c.finish(r).await;
+    let policies: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(c_client().await?, &crate::harness::policy_resource());
+    let _ = policies.delete("a23-policy", &Default::default()).await;
+    r
+}
+
+async fn c_client() -> Result<kube::Client> {
+    crate::harness::client().await
+}
+
+async fn a23(c: &Case) -> Result<()> {
+    let policy: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "nodewright.nvidia.com/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": { "name": "a23-policy" },
+        "spec": { "default": { "budget": { "count": 1 }, "strategy": { "fixed": { "initialBatch": 1 } } } },
+    }))?;
+    let policies: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(c.client.clone(), &crate::harness::policy_resource());
+    let _ = policies.delete("a23-policy", &Default::default()).await;
+    policies.create(&Default::default(), &policy).await?;
+    c.create(c.nodewright(
+        "a23",
+        json!({ "deploymentPolicy": "a23-policy", "packages": { "pkg": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    sample_until_complete(c, &["a23"], CONVERGE * 2, |s| {
+        let busy: std::collections::BTreeSet<_> = s.running.iter().map(|(_, n)| n).collect();
+        ensure!(
+            busy.len() <= 1,
+            "Jobs on {} nodes at once with a one-node policy",
+            busy.len()
+        );
+        Ok(())
+    })
+    .await?;
+    for n in &c.nodes {
+        ensure!(
+            all_complete(&c.node_state(n, "a23").await?),
+            "{n} not complete"
+        );
+    }
+    Ok(())
+}

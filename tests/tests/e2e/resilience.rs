@@ -107,3 +107,55 @@ async fn a21(c: &Case) -> Result<()> {
     }
     Ok(())
 }
+
+/// A14: evicting a running attempt through the eviction subresource (DisruptionTarget) does not
+/// count as a failure: `status.failed` stays 0, a replacement pod runs, the stage completes, the
+/// entry never reads erroring.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a14_eviction_is_not_a_failure() -> Result<()> {
+    let c = Case::new("a14", 1).await?;
+    let r = a14(&c).await;
+    c.finish(r).await
+}
+
+async fn a14(c: &Case) -> Result<()> {
+    let holder = hold_pods(c, "a14", |p| pod_label(p, keys::LABEL_STAGE) == "apply");
+    c.create(c.nodewright(
+        "a14",
+        json!({ "packages": { "pkg": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let pod = wait_for("apply pod running", CONVERGE, || async {
+        let live = live_pods(c, "a14").await?;
+        let running = live
+            .into_iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        Ok(running)
+    })
+    .await?;
+    holder.abort();
+    let name = kube::ResourceExt::name_any(&pod);
+    c.pod_api().evict(&name, &Default::default()).await?;
+    let erroring = std::cell::Cell::new(false);
+    wait_for(
+        "NodeWright complete after the eviction",
+        CONVERGE,
+        || async {
+            let e = c.entry(&c.nodes[0], "a14", "pkg").await?;
+            erroring.set(erroring.get() || e.as_ref().is_some_and(|e| e.1 == "erroring"));
+            Ok((c.status("a14").await? == "complete").then_some(()))
+        },
+    )
+    .await?;
+    ensure!(!erroring.get(), "the entry read erroring after an eviction");
+    let apply = c
+        .jobs("a14")
+        .await?
+        .into_iter()
+        .find(|j| job_label(j, keys::LABEL_STAGE) == "apply")
+        .ok_or_else(|| anyhow::anyhow!("apply Job gone"))?;
+    let failed = apply.status.as_ref().and_then(|s| s.failed).unwrap_or(0);
+    ensure!(failed == 0, "status.failed {failed} after an eviction");
+    Ok(())
+}

@@ -3,6 +3,8 @@
 //!
 //! Before each pass the recorder writes the difference between this snapshot and the previous
 //! one as watch records (a full relist the first time), then the pass and each effect's outcome.
+//! The record shapes are mirrored here (the operator binary does not link the simulator); a test
+//! reads the output back with the simulator's own reader and replays it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -11,13 +13,75 @@ use std::path::Path;
 
 use jiff::Timestamp;
 use kube::Resource;
+use nodewright_core::Effect;
 use nodewright_core::{Plan, Snapshot};
-use nodewright_sim::interpreter::Outcome as TraceOutcome;
-use nodewright_sim::objects::AnyObject;
-use nodewright_sim::store::EventType;
-use nodewright_sim::trace::{Record, TRACE_VERSION};
+use serde::Serialize;
+use serde_json::Value;
 
 use crate::interpret::{Outcome, Report};
+
+/// Trace format version (`nodewright_sim::trace::TRACE_VERSION`).
+pub const TRACE_VERSION: u32 = 1;
+
+/// A Kubernetes object as JSON with `apiVersion` and `kind`.
+type AnyObject = Value;
+
+/// Watch event types, upper case on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// How an effect ended, as the simulator spells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", content = "why", rename_all = "lowercase")]
+enum TraceOutcome {
+    Applied,
+    Noop,
+    Dropped(String),
+    Waiting(String),
+    Skipped,
+    Failed(String),
+}
+
+/// One line of a trace (mirror of `nodewright_sim::trace::Record`).
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum Record {
+    #[serde(rename_all = "camelCase")]
+    Header {
+        version: u32,
+        source: String,
+        namespace: String,
+        options_env: BTreeMap<String, String>,
+    },
+    Relist {
+        at: Timestamp,
+        objects: Vec<AnyObject>,
+    },
+    Watch {
+        at: Timestamp,
+        event: EventType,
+        object: AnyObject,
+    },
+    #[serde(rename_all = "camelCase")]
+    Pass {
+        at: Timestamp,
+        pass: u64,
+        effects: Vec<Effect>,
+        requeue_after_ms: Option<u64>,
+        errors: Vec<String>,
+    },
+    Outcome {
+        at: Timestamp,
+        pass: u64,
+        index: usize,
+        outcome: TraceOutcome,
+    },
+}
 
 /// Environment variables the operator options are read from (recorded in the header).
 pub const OPTION_VARIABLES: &[&str] = &[
@@ -192,26 +256,46 @@ fn key_of<K: Resource>(kind: &'static str, o: &K) -> (Key, String) {
 fn objects_of(s: &Snapshot) -> Vec<(Key, String, AnyObject)> {
     let mut out = Vec::new();
     macro_rules! add {
-        ($list:expr, $kind:literal, $variant:ident) => {
+        ($list:expr, $kind:literal) => {
             for o in &$list {
                 let (k, rv) = key_of($kind, o);
-                out.push((k, rv, AnyObject::$variant(Box::new(o.clone()))));
+                let json = to_json(&k, o);
+                out.push((k, rv, json));
             }
         };
     }
-    add!(s.nodes, "Node", Node);
-    add!(s.nodewrights, "NodeWright", NodeWright);
-    add!(s.policies, "DeploymentPolicy", DeploymentPolicy);
-    add!(s.jobs, "Job", Job);
-    add!(s.executor_pods, "Pod", Pod);
-    add!(s.workload_pods, "Pod", Pod);
-    add!(s.config_maps, "ConfigMap", ConfigMap);
-    add!(
-        s.pod_disruption_budgets,
-        "PodDisruptionBudget",
-        PodDisruptionBudget
-    );
+    add!(s.nodes, "Node");
+    add!(s.nodewrights, "NodeWright");
+    add!(s.policies, "DeploymentPolicy");
+    add!(s.jobs, "Job");
+    add!(s.executor_pods, "Pod");
+    add!(s.workload_pods, "Pod");
+    add!(s.config_maps, "ConfigMap");
+    add!(s.pod_disruption_budgets, "PodDisruptionBudget");
     out
+}
+
+fn api_version_kind(kind: &str) -> (&'static str, &'static str) {
+    match kind {
+        "Node" => ("v1", "Node"),
+        "NodeWright" => ("nodewright.nvidia.com/v1alpha1", "NodeWright"),
+        "DeploymentPolicy" => ("nodewright.nvidia.com/v1alpha1", "DeploymentPolicy"),
+        "Job" => ("batch/v1", "Job"),
+        "Pod" => ("v1", "Pod"),
+        "ConfigMap" => ("v1", "ConfigMap"),
+        _ => ("policy/v1", "PodDisruptionBudget"),
+    }
+}
+
+/// The object as JSON with `apiVersion` and `kind` filled in.
+fn to_json<K: Serialize>(key: &Key, object: &K) -> AnyObject {
+    let mut value = serde_json::to_value(object).unwrap_or(Value::Null);
+    let (api_version, kind) = api_version_kind(key.0);
+    if let Some(map) = value.as_object_mut() {
+        map.entry("apiVersion").or_insert(api_version.into());
+        map.entry("kind").or_insert(kind.into());
+    }
+    value
 }
 
 /// A minimal object carrying only the identity of a deleted one.
@@ -221,20 +305,12 @@ fn tombstone(key: &Key) -> Option<AnyObject> {
     if !namespace.is_empty() {
         meta["namespace"] = serde_json::json!(namespace);
     }
-    let (api_version, kind) = match *kind {
-        "Node" => ("v1", "Node"),
-        "NodeWright" => ("nodewright.nvidia.com/v1alpha1", "NodeWright"),
-        "DeploymentPolicy" => ("nodewright.nvidia.com/v1alpha1", "DeploymentPolicy"),
-        "Job" => ("batch/v1", "Job"),
-        "Pod" => ("v1", "Pod"),
-        "ConfigMap" => ("v1", "ConfigMap"),
-        _ => ("policy/v1", "PodDisruptionBudget"),
-    };
+    let (api_version, kind) = api_version_kind(kind);
     let mut value = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
     if matches!(kind, "NodeWright" | "DeploymentPolicy") {
         value["spec"] = serde_json::json!({});
     }
-    AnyObject::from_json(value).ok()
+    Some(value)
 }
 
 #[cfg(test)]
@@ -286,7 +362,10 @@ mod tests {
         rec.pass(at, &s2, &Plan::default()).expect("pass 2");
         rec.outcomes(2, &Report::default()).expect("outcomes");
         let bytes = buf.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let records = nodewright_sim::trace::read_jsonl(&bytes[..]).expect("parses");
+        use nodewright_sim::store::EventType;
+        use nodewright_sim::trace::Record;
+        let records =
+            nodewright_sim::trace::read_jsonl(&bytes[..]).expect("the simulator reads it");
         let kinds: Vec<&str> = records
             .iter()
             .map(|r| match r {

@@ -1,9 +1,13 @@
 //! `kubectl nodewright`: the kubectl plugin (06-operations.md §1). Implemented verbs: `version`,
-//! `pause`, `resume`, `disable`, `enable`, `reset`, `node list`, `node status`.
+//! `pause`, `resume`, `disable`, `enable`, `reset`, `node list|status|reset|ignore|unignore`,
+//! `package status|rerun`, `deployment-policy reset`.
 
 mod lifecycle;
 mod node;
+mod nodes_write;
+mod package;
 mod patterns;
+mod policy;
 mod reset;
 mod table;
 
@@ -87,6 +91,32 @@ enum Command {
     /// Node commands.
     #[command(subcommand)]
     Node(node::NodeCommand),
+    /// Package commands.
+    #[command(subcommand)]
+    Package(PackageCommand),
+    /// DeploymentPolicy batch-state commands.
+    #[command(subcommand, name = "deployment-policy", alias = "dp")]
+    DeploymentPolicy(PolicyCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum PackageCommand {
+    /// Per-node state of one package.
+    Status(package::StatusArgs),
+    /// Re-run a package on nodes (whole package, or from a stage).
+    Rerun(package::RerunArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum PolicyCommand {
+    /// Reset the rollout batch state to batch 1.
+    Reset {
+        /// NodeWright name.
+        nodewright: String,
+        /// Skip the confirmation prompt.
+        #[arg(short = 'y', long)]
+        confirm: bool,
+    },
 }
 
 fn version_summary() -> &'static str {
@@ -106,7 +136,22 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,
         Command::Enable(a) => lifecycle::run(&g, lifecycle::Verb::Enable, a).await,
         Command::Reset(a) => reset::run(&g, a).await,
+        Command::Node(node::NodeCommand::Reset(a)) => {
+            nodes_write::reset(&g, &a.nodes, &a.nodewright, a.confirm).await
+        }
+        Command::Node(node::NodeCommand::Ignore(a)) => {
+            nodes_write::ignore(&g, &a.nodes, true).await
+        }
+        Command::Node(node::NodeCommand::Unignore(a)) => {
+            nodes_write::ignore(&g, &a.nodes, false).await
+        }
         Command::Node(c) => node::run(&g, c).await,
+        Command::Package(PackageCommand::Status(a)) => package::status(&g, a).await,
+        Command::Package(PackageCommand::Rerun(a)) => package::rerun(&g, a).await,
+        Command::DeploymentPolicy(PolicyCommand::Reset {
+            nodewright,
+            confirm,
+        }) => policy::reset(&g, &nodewright, confirm).await,
     }
 }
 

@@ -18,6 +18,34 @@ pub enum NodeCommand {
     List(ListArgs),
     /// NodeWright activity on nodes (all nodes when none are named).
     Status(StatusArgs),
+    /// Remove one NodeWright's state from matched nodes.
+    Reset(NodeResetArgs),
+    /// Exclude matched nodes from every NodeWright.
+    Ignore(PatternArgs),
+    /// Include matched nodes again.
+    Unignore(PatternArgs),
+}
+
+/// `node reset` arguments.
+#[derive(Args, Debug)]
+pub struct NodeResetArgs {
+    /// Node names or regular expressions.
+    #[arg(required = true)]
+    pub nodes: Vec<String>,
+    /// NodeWright name.
+    #[arg(long, alias = "skyhook")]
+    pub nodewright: String,
+    /// Skip the confirmation prompt.
+    #[arg(short = 'y', long)]
+    pub confirm: bool,
+}
+
+/// Node patterns only.
+#[derive(Args, Debug)]
+pub struct PatternArgs {
+    /// Node names or regular expressions.
+    #[arg(required = true)]
+    pub nodes: Vec<String>,
 }
 
 /// `node list` arguments.
@@ -169,6 +197,7 @@ pub async fn run(g: &Global, cmd: NodeCommand) -> Result<()> {
                 .collect();
             print_status(g.output, &rows)
         }
+        NodeCommand::Reset(_) | NodeCommand::Ignore(_) | NodeCommand::Unignore(_) => Ok(()),
     }
 }
 

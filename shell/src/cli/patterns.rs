@@ -4,7 +4,9 @@
 use anyhow::{Result, anyhow};
 use regex::Regex;
 
-const META: &[char] = &['.', '*', '+', '?', '^', '$', '{', '}', '[', ']', '|', '(', ')', '\\'];
+const META: &[char] = &[
+    '.', '*', '+', '?', '^', '$', '{', '}', '[', ']', '|', '(', ')', '\\',
+];
 
 /// A set of node patterns.
 #[derive(Debug)]
@@ -54,7 +56,10 @@ mod tests {
         assert!(!p.matches("x-gpu-a"), "anchored");
         let dotted = NodePatterns::new(&["a.b".into()]).expect("valid");
         assert!(dotted.matches("axb"), "a dotted name is a regex");
-        let err = NodePatterns::new(&["(".into()]).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = NodePatterns::new(&["(".into()])
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.starts_with("invalid regex pattern \"(\""), "{err}");
     }
 }

@@ -116,7 +116,7 @@ pub fn batch_reset_patch(nw: &NodeWright, reset_batches: bool) -> Value {
 }
 
 /// Sends a guarded node patch computed by `build` from each fresh read.
-async fn guarded_node_write<F>(api: &Api<Node>, name: &str, mut build: F) -> Result<()>
+pub(super) async fn guarded_node_write<F>(api: &Api<Node>, name: &str, mut build: F) -> Result<()>
 where
     F: FnMut(&Node) -> Option<Value>,
 {
@@ -143,7 +143,7 @@ where
     bail!("node {name} kept changing")
 }
 
-fn deletion_patch(r: &NodeReset) -> Value {
+pub(super) fn deletion_patch(r: &NodeReset) -> Value {
     let nulls = |keys: &[String]| -> Map<String, Value> {
         keys.iter().map(|k| (k.clone(), Value::Null)).collect()
     };

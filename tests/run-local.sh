@@ -25,7 +25,8 @@ fi
 for t in curl openssl base64 cargo; do command -v "$t" >/dev/null || { say "$t not found"; exit 1; }; done
 
 # 1. control plane (the first run builds it from source: about 10 minutes on 2 cores)
-eval "$(tests/cluster/up.sh)"
+up_exports=$(tests/cluster/up.sh)
+eval "$up_exports"
 # shellcheck source=cluster/versions.env
 . tests/cluster/versions.env
 kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG_PATH" "$@"; }
@@ -102,3 +103,6 @@ NodeWright "demo" is complete on all three nodes. Everything keeps running:
 Stop the operator and the cluster:   tests/run-local.sh --stop
   (or: tests/e2e/operator.sh stop with NODEWRIGHT_RUN=$NODEWRIGHT_RUN, then tests/cluster/down.sh)
 DONE
+if [ "$NODEWRIGHT_RUN" != /tmp/nodewright-cluster ] || [ -n "${APISERVER_PORT:-}" ]; then
+  echo "  (set the same NODEWRIGHT_RUN and *_PORT variables as for this run)"
+fi

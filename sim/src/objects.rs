@@ -47,7 +47,7 @@ impl Kind {
 }
 
 /// A stored object type: metadata access and its table in [`Objects`].
-pub trait Object: Clone + Serialize + DeserializeOwned + 'static {
+pub trait Object: Clone + PartialEq + Serialize + DeserializeOwned + 'static {
     /// The kind.
     const KIND: Kind;
     /// Object metadata.
@@ -174,10 +174,17 @@ impl Objects {
     }
 
     /// Every uid present, for owner-reference checks.
-    pub fn uids(&self) -> std::collections::BTreeSet<String> {
-        self.all()
-            .iter()
-            .filter_map(|o| o.meta().uid.clone())
+    pub fn uids(&self) -> std::collections::BTreeSet<&str> {
+        fn uids<'a, T: Object>(t: &'a BTreeMap<String, T>) -> impl Iterator<Item = &'a str> + 'a {
+            t.values().filter_map(|o| o.meta().uid.as_deref())
+        }
+        uids(&self.nodes)
+            .chain(uids(&self.nodewrights))
+            .chain(uids(&self.policies))
+            .chain(uids(&self.jobs))
+            .chain(uids(&self.pods))
+            .chain(uids(&self.config_maps))
+            .chain(uids(&self.pdbs))
             .collect()
     }
 }

@@ -85,6 +85,7 @@ pub struct Operator {
     error_backoff: SimTime,
     zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
     rng: Rng,
+    snapshot: Option<Snapshot>,
 }
 
 impl Operator {
@@ -110,6 +111,7 @@ impl Operator {
             error_backoff: 1_000,
             zombie: None,
             rng: Rng::new(seed ^ 0x0b5e_55ed),
+            snapshot: None,
         }
     }
 
@@ -120,6 +122,7 @@ impl Operator {
     }
 
     fn relist(&mut self, world: &World, now: SimTime) {
+        self.snapshot = None;
         self.cache = world.store.objects.clone();
         self.cursor = world.store.log.len();
         self.inflight.clear();
@@ -212,6 +215,9 @@ impl Operator {
         self.inflight.sort();
         let due = self.inflight.partition_point(|(t, _)| *t <= now);
         let delivered: Vec<(SimTime, usize)> = self.inflight.drain(..due).collect();
+        if !delivered.is_empty() {
+            self.snapshot = None;
+        }
         for (_, index) in &delivered {
             let event = &log[*index];
             apply_watch(&mut self.cache, event.event, &event.object);
@@ -228,7 +234,10 @@ impl Operator {
 
     fn pass(&mut self, world: &mut World, checker: &mut Checker, now: SimTime) {
         self.passes += 1;
-        let snapshot = snapshot_from(&self.cache, &self.options.namespace);
+        let snapshot = match self.snapshot.take() {
+            Some(s) => s,
+            None => snapshot_from(&self.cache, &self.options.namespace),
+        };
         let at = timestamp(now);
         let plan = (self.reconcile)(&snapshot, &self.options, at);
         if self.check_determinism {
@@ -265,6 +274,7 @@ impl Operator {
             }
             return;
         }
+        self.snapshot = Some(snapshot);
         let mut next: Option<SimTime> = plan.requeue_after.map(|d| now + (d.as_millis() as SimTime).max(1));
         if !plan.errors.is_empty() {
             next = Some(now + self.error_backoff);

@@ -30,6 +30,7 @@ pub struct Simulation {
     pub action_errors: Vec<String>,
     /// Steps taken.
     pub steps: u64,
+    checked_at_log: usize,
 }
 
 impl Simulation {
@@ -52,6 +53,7 @@ impl Simulation {
             next_action: 0,
             action_errors: Vec::new(),
             steps: 0,
+            checked_at_log: usize::MAX,
         }
     }
 
@@ -78,7 +80,10 @@ impl Simulation {
         self.run_due_actions(now);
         self.world.step(now);
         self.operator.step(&mut self.world, &mut self.checker, now);
-        self.checker.check_state(&self.world.store.objects, now);
+        if self.world.store.log.len() != self.checked_at_log {
+            self.checked_at_log = self.world.store.log.len();
+            self.checker.check_state(&self.world.store.objects, now);
+        }
         if let Some(t) = self.timeline.as_mut() {
             t.observe(&self.world.store.objects, now);
         }

@@ -162,9 +162,9 @@ impl Store {
         change: impl FnOnce(&mut T),
     ) -> Result<T, ApiError> {
         let mut object = self.get::<T>(namespace, name).cloned().ok_or(ApiError::NotFound)?;
-        let before = serde_json::to_value(&object).ok();
+        let before = object.clone();
         change(&mut object);
-        if serde_json::to_value(&object).ok() == before {
+        if object == before {
             return Ok(object);
         }
         self.update(object, None)

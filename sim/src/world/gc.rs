@@ -3,77 +3,91 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// An owned object, by kind and name.
+#[derive(Clone, Debug)]
+struct Dependent {
+    kind: Kind,
+    namespace: Option<String>,
+    name: String,
+    deleting: bool,
+}
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 
 use super::{World, is_terminal, set_pod_condition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::objects::{AnyObject, Kind, Object};
 use crate::store::{FOREGROUND, Propagation};
 
 impl World {
     pub(super) fn gc_step(&mut self) {
         self.pod_gc();
-        let uids = self.store.objects.uids();
-        let mut dependents: BTreeMap<String, Vec<AnyObject>> = BTreeMap::new();
-        let mut orphans: Vec<AnyObject> = Vec::new();
-        for object in self.dependents_candidates() {
-            let owners = object.meta().owner_references.clone().unwrap_or_default();
-            if owners.is_empty() {
-                continue;
-            }
-            for o in &owners {
-                dependents.entry(o.uid.clone()).or_default().push(object.clone());
-            }
-            let modelled: Vec<_> = owners.iter().filter(|o| Kind::parse(&o.kind).is_some()).collect();
-            if !modelled.is_empty() && modelled.iter().all(|o| !uids.contains(&o.uid)) {
-                orphans.push(object);
-            }
-        }
-        for object in orphans {
-            self.gc_delete(&object, Propagation::Background);
+        let (dependents, orphans) = {
+            let objects = &self.store.objects;
+            let uids = objects.uids();
+            let mut dependents: BTreeMap<String, Vec<Dependent>> = BTreeMap::new();
+            let mut orphans: Vec<Dependent> = Vec::new();
+            let mut visit = |kind: Kind, m: &ObjectMeta| {
+                let owners = m.owner_references.as_deref().unwrap_or_default();
+                if owners.is_empty() {
+                    return;
+                }
+                let d = Dependent {
+                    kind,
+                    namespace: m.namespace.clone(),
+                    name: m.name.clone().unwrap_or_default(),
+                    deleting: m.deletion_timestamp.is_some(),
+                };
+                for o in owners {
+                    dependents.entry(o.uid.clone()).or_default().push(d.clone());
+                }
+                let modelled: Vec<_> = owners.iter().filter(|o| Kind::parse(&o.kind).is_some()).collect();
+                if !modelled.is_empty() && modelled.iter().all(|o| !uids.contains(o.uid.as_str())) {
+                    orphans.push(d);
+                }
+            };
+            objects.jobs.values().for_each(|o| visit(Kind::Job, &o.metadata));
+            objects.pods.values().for_each(|o| visit(Kind::Pod, &o.metadata));
+            objects.config_maps.values().for_each(|o| visit(Kind::ConfigMap, &o.metadata));
+            (dependents, orphans)
+        };
+        for d in orphans.iter().filter(|d| !d.deleting) {
+            self.gc_delete(d, Propagation::Background);
         }
         self.foreground_step(&dependents);
     }
 
-    fn dependents_candidates(&self) -> Vec<AnyObject> {
-        let o = &self.store.objects;
-        let mut out: Vec<AnyObject> = Vec::new();
-        out.extend(o.jobs.values().cloned().map(Object::wrap));
-        out.extend(o.pods.values().cloned().map(Object::wrap));
-        out.extend(o.config_maps.values().cloned().map(Object::wrap));
-        out
-    }
-
-    fn gc_delete(&mut self, object: &AnyObject, propagation: Propagation) {
-        let ns = object.meta().namespace.clone();
-        let name = object.meta().name.clone().unwrap_or_default();
-        let ns = ns.as_deref();
-        let _ = match object {
-            AnyObject::Pod(_) => self.store.delete::<Pod>(ns, &name, None, propagation, true),
-            AnyObject::Job(_) => self.store.delete::<Job>(ns, &name, None, Propagation::Foreground, false),
-            AnyObject::ConfigMap(_) => self.store.delete::<ConfigMap>(ns, &name, None, propagation, false),
+    fn gc_delete(&mut self, d: &Dependent, propagation: Propagation) {
+        let ns = d.namespace.as_deref();
+        let name = d.name.as_str();
+        let _ = match d.kind {
+            Kind::Pod => self.store.delete::<Pod>(ns, name, None, propagation, true),
+            Kind::Job => self.store.delete::<Job>(ns, name, None, Propagation::Foreground, false),
+            Kind::ConfigMap => self.store.delete::<ConfigMap>(ns, name, None, propagation, false),
             _ => Ok(()),
         };
     }
 
-    fn foreground_step(&mut self, dependents: &BTreeMap<String, Vec<AnyObject>>) {
-        let deleting: Vec<AnyObject> = self
-            .store
-            .objects
-            .all()
-            .into_iter()
-            .filter(|o| {
-                o.meta().deletion_timestamp.is_some()
-                    && o.meta().finalizers.iter().flatten().any(|f| f == FOREGROUND)
-            })
-            .collect();
+    fn foreground_step(&mut self, dependents: &BTreeMap<String, Vec<Dependent>>) {
+        let held = |m: &ObjectMeta| {
+            m.deletion_timestamp.is_some() && m.finalizers.iter().flatten().any(|f| f == FOREGROUND)
+        };
+        let o = &self.store.objects;
+        let mut deleting: Vec<AnyObject> = Vec::new();
+        deleting.extend(o.jobs.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
+        deleting.extend(o.nodewrights.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
+        deleting.extend(o.pods.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
+        deleting.extend(o.config_maps.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
+        deleting.extend(o.nodes.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
         for owner in deleting {
             let uid = owner.meta().uid.clone().unwrap_or_default();
             let deps = dependents.get(&uid).cloned().unwrap_or_default();
             if deps.is_empty() {
                 self.release_foreground(owner);
             } else {
-                for d in deps.iter().filter(|d| d.meta().deletion_timestamp.is_none()) {
+                for d in deps.iter().filter(|d| !d.deleting) {
                     self.gc_delete(d, Propagation::Background);
                 }
             }

@@ -96,25 +96,87 @@ fn restart_total(pod: &Pod) -> i32 {
 
 impl World {
     pub(super) fn job_controller_step(&mut self, now: SimTime) {
-        let mut owned: BTreeMap<String, Vec<Pod>> = BTreeMap::new();
+        let dirty = self.dirty_jobs(now);
+        let mut owned: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
         for pod in self.store.objects.pods.values() {
             for o in pod.metadata.owner_references.iter().flatten() {
                 if o.kind == "Job" {
-                    owned.entry(o.uid.clone()).or_default().push(pod.clone());
+                    owned.entry(o.uid.as_str()).or_default().push(pod);
                 }
             }
         }
-        let keys: Vec<String> = self.store.objects.jobs.keys().cloned().collect();
-        for key in keys {
-            let Some(job) = self.store.objects.jobs.get(&key).cloned() else {
+        let mut work: Vec<(Job, Vec<Pod>)> = Vec::new();
+        for (key, job) in &self.store.objects.jobs {
+            if !dirty.contains(key) {
                 continue;
-            };
-            let uid = job.metadata.uid.clone().unwrap_or_default();
-            let pods = owned.remove(&uid).unwrap_or_default();
+            }
+            let uid = job.metadata.uid.as_deref().unwrap_or_default();
+            let pods = owned.get(uid).cloned().unwrap_or_default();
+            if job_finished(job) && job.metadata.deletion_timestamp.is_none() {
+                let settled = pods.iter().all(|p| {
+                    is_terminal(p) && !p.metadata.finalizers.iter().flatten().any(|f| f == JOB_TRACKING)
+                });
+                let expiry = job
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.ttl_seconds_after_finished)
+                    .zip(finished_at(job))
+                    .map(|(ttl, done)| done + (ttl.max(0) as u64) * 1000);
+                if settled && expiry.is_none_or(|e| e > now) {
+                    if let Some(run) = self.job_ctl.get_mut(key) {
+                        run.wake = expiry;
+                    }
+                    continue;
+                }
+            }
+            work.push((job.clone(), pods.into_iter().cloned().collect()));
+        }
+        for (job, pods) in work {
             self.sync_job(job, pods, now);
         }
         let jobs = &self.store.objects.jobs;
         self.job_ctl.retain(|k, _| jobs.contains_key(k));
+    }
+
+    /// Jobs to sync: touched (themselves or their pods) since the last sync, due, or new.
+    fn dirty_jobs(&mut self, now: SimTime) -> std::collections::BTreeSet<String> {
+        let mut dirty = std::collections::BTreeSet::new();
+        let log = &self.store.log;
+        let uid_to_key: BTreeMap<&str, &String> = self
+            .store
+            .objects
+            .jobs
+            .iter()
+            .filter_map(|(k, j)| j.metadata.uid.as_deref().map(|u| (u, k)))
+            .collect();
+        for event in &log[self.jobctl_cursor.min(log.len())..] {
+            let meta = event.object.meta();
+            match event.object.kind() {
+                crate::objects::Kind::Job => {
+                    dirty.insert(key_of(meta));
+                }
+                crate::objects::Kind::Pod => {
+                    for o in meta.owner_references.iter().flatten() {
+                        if let Some(k) = uid_to_key.get(o.uid.as_str()) {
+                            dirty.insert((*k).clone());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.jobctl_cursor = log.len();
+        for (key, run) in &self.job_ctl {
+            if run.wake.is_some_and(|w| w <= now) {
+                dirty.insert(key.clone());
+            }
+        }
+        for key in self.store.objects.jobs.keys() {
+            if !self.job_ctl.contains_key(key) {
+                dirty.insert(key.clone());
+            }
+        }
+        dirty
     }
 
     fn sync_job(&mut self, mut job: Job, pods: Vec<Pod>, now: SimTime) {

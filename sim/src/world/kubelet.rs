@@ -122,6 +122,7 @@ impl World {
             .pods
             .iter()
             .filter(|(_, p)| p.spec.as_ref().is_some_and(|s| s.node_name.is_some()))
+            .filter(|(_, p)| !is_terminal(p) || p.metadata.deletion_timestamp.is_some())
             .map(|(k, _)| k.clone())
             .collect();
         for key in keys {

@@ -65,6 +65,7 @@ pub struct World {
     /// Pod uids already counted by the Job controller.
     counted: BTreeSet<String>,
     last_heartbeat: SimTime,
+    jobctl_cursor: usize,
 }
 
 impl World {

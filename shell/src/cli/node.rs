@@ -173,12 +173,13 @@ pub async fn run(g: &Global, cmd: NodeCommand) -> Result<()> {
             print_list(g.output, &a.nodewright, &rows)
         }
         NodeCommand::Status(a) => {
-            if !a.nodes.is_empty() {
+            let patterns = super::patterns::NodePatterns::new(&a.nodes)?;
+            if !patterns.is_empty() {
                 nodes.retain(|n| {
                     n.metadata
                         .name
                         .as_ref()
-                        .is_some_and(|x| a.nodes.contains(x))
+                        .is_some_and(|x| patterns.matches(x))
                 });
                 if nodes.is_empty() {
                     println!("No nodes matched the specified patterns");

@@ -108,8 +108,8 @@ pub async fn status(g: &Global, a: StatusArgs) -> Result<()> {
             let packages: Vec<String> = nw
                 .spec
                 .packages
-                .values()
-                .map(|p| format!("{}:{}", p.name, p.version))
+                .iter()
+                .map(|(k, p)| format!("{k}:{}", p.version))
                 .collect();
             println!(
                 "NodeWright: {}\nPackages: {}\n",

@@ -39,6 +39,8 @@ pub struct Ctx<'a> {
     pub started: BTreeSet<(String, String, String)>,
     /// Nodes on which this pass started an executor (B6 also counts these).
     pub started_nodes: BTreeSet<String>,
+    /// Nodes on which this pass started an interrupt executor (B6).
+    pub interrupted_nodes: BTreeSet<String>,
     /// (NodeWright, node) pairs whose interrupt fired this pass (invariant 16.2).
     pub fired: BTreeSet<(String, String)>,
     /// Jobs whose outcome this pass recorded (their marker is in the plan).
@@ -96,6 +98,7 @@ impl<'a> Ctx<'a> {
             started: BTreeSet::new(),
             started_nodes: BTreeSet::new(),
             fired: BTreeSet::new(),
+            interrupted_nodes: BTreeSet::new(),
             recorded: BTreeSet::new(),
             cleared: BTreeSet::new(),
             non_interrupt_blocked: BTreeSet::new(),

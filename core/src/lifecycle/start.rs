@@ -34,6 +34,11 @@ pub fn start_executor(
     {
         return Start::Waiting;
     }
+    // B6 both ways: nothing starts beside an interrupt fired on this node in this pass (by any
+    // NodeWright), and an interrupt never starts beside anything started in this pass.
+    if ctx.interrupted_nodes.contains(node) {
+        return Start::Waiting;
+    }
     let inputs = jobs::builder::JobInputs {
         nodewright: v.nw,
         package: pkg,
@@ -51,6 +56,9 @@ pub fn start_executor(
             ensure_metadata(ctx, v, node);
             ctx.started.insert(triple);
             ctx.started_nodes.insert(node.to_string());
+            if interrupt.is_some() {
+                ctx.interrupted_nodes.insert(node.to_string());
+            }
             for e in effects {
                 ctx.work.push(Slot::Create, e);
             }

@@ -425,3 +425,84 @@ mod tests {
         assert_eq!(v["status"]["phase"], "Running");
     }
 }
+
+#[cfg(test)]
+mod snapshot_tests {
+    use super::*;
+    use kube::runtime::reflector::store::Writer;
+    use serde_json::json;
+
+    fn filled<K>(objects: Vec<serde_json::Value>) -> (Store<K>, Writer<K>)
+    where
+        K: Resource + Clone + DeserializeOwned,
+        K::DynamicType: Default + Eq + Hash + Clone,
+    {
+        let (reader, mut writer) = reflector::store();
+        for o in objects {
+            if let Ok(obj) = serde_json::from_value::<K>(o) {
+                writer.apply_watcher_event(&Event::Apply(obj));
+            }
+        }
+        (reader, writer)
+    }
+
+    fn pod(
+        ns: &str,
+        name: &str,
+        uid: &str,
+        node: &str,
+        labels: serde_json::Value,
+    ) -> serde_json::Value {
+        json!({"metadata": {"namespace": ns, "name": name, "uid": uid, "labels": labels}, "spec": {"nodeName": node, "containers": []}})
+    }
+
+    #[test]
+    fn snapshot_keeps_workload_pods_of_touched_nodes_only() {
+        let touched = json!({"metadata": {"name": "a", "annotations": {"nodewright.nvidia.com/nodeState_nw": "{}"}}});
+        let cordoned = json!({"metadata": {"name": "b"}, "spec": {"unschedulable": true}});
+        let idle = json!({"metadata": {"name": "c"}});
+        let exec_labels = json!({keys::LABEL_NAME: "nw", keys::PACKAGE: "p-1"});
+        let (nodes, _w1) = filled::<Node>(vec![touched, cordoned, idle]);
+        let (pods, _w2) = filled::<Pod>(vec![
+            pod("w", "on-a", "1", "a", json!({})),
+            pod("w", "on-b", "2", "b", json!({})),
+            pod("w", "on-c", "3", "c", json!({})),
+            pod("nodewright", "exec", "4", "a", exec_labels.clone()),
+        ]);
+        let (executor_pods, _w3) =
+            filled::<Pod>(vec![pod("nodewright", "exec", "4", "a", exec_labels)]);
+        let (config_maps, _w4) = filled::<ConfigMap>(vec![
+            json!({"metadata": {"namespace": "nodewright", "name": "x", "labels": {keys::LABEL_NAME: "nw"}}}),
+            json!({"metadata": {"namespace": "nodewright", "name": "m", "labels": {keys::NODE_META: "nw"}}}),
+            json!({"metadata": {"namespace": "nodewright", "name": "kube-root-ca.crt"}}),
+        ]);
+        let caches = Caches {
+            nodewrights: reflector::store().0,
+            policies: reflector::store().0,
+            nodes,
+            jobs: reflector::store().0,
+            executor_pods,
+            pods,
+            config_maps,
+            pdbs: reflector::store().0,
+        };
+        let s = caches.snapshot(&ClusterInfo {
+            server_version: Some((1, 35)),
+        });
+        let mut workload: Vec<_> = s
+            .workload_pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        workload.sort();
+        assert_eq!(
+            workload,
+            ["on-a", "on-b"],
+            "idle node's pods and executor pods are left out"
+        );
+        assert_eq!(s.executor_pods.len(), 1);
+        assert_eq!(s.config_maps.len(), 2, "only labelled ConfigMaps");
+        assert_eq!(s.nodes.len(), 3);
+        assert_eq!(s.cluster.server_version, Some((1, 35)));
+    }
+}

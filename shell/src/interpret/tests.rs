@@ -1263,3 +1263,29 @@ async fn r8_2_blocked_eviction_does_not_block_other_evictions_on_the_node() {
     assert!(report.errors().is_empty(), "a PDB wait is not an error");
     task.await.unwrap();
 }
+
+#[tokio::test]
+async fn r13_1_first_read_may_come_from_the_cache() {
+    let (reader, mut writer) =
+        kube::runtime::reflector::store::<k8s_openapi::api::core::v1::Node>();
+    let cached: k8s_openapi::api::core::v1::Node =
+        serde_json::from_value(node_json("10", json!({}))).expect("node");
+    writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(cached));
+    // no GET: the first attempt uses the cache; the conflict forces an apiserver read
+    let (client, task) = fake(vec![
+        expect("PATCH", "/api/v1/nodes/n1", 409, status(409, "Conflict")),
+        expect("GET", "/api/v1/nodes/n1", 200, node_json("11", json!({}))),
+        expect("PATCH", "/api/v1/nodes/n1", 200, node_json("12", json!({}))),
+    ]);
+    let i = interpreter(client).with_node_cache(reader);
+    let out = i
+        .apply_one(
+            &Snapshot::default(),
+            &state_patch(None, Some(entry(Stage::Apply, State::InProgress))),
+        )
+        .await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    let seen = task.await.unwrap();
+    assert_eq!(seen[0].body["metadata"]["resourceVersion"], "10");
+    assert_eq!(seen[2].body["metadata"]["resourceVersion"], "11");
+}

@@ -70,7 +70,7 @@ pub fn delete(job: &ExecutorJob, reason: DeletionReason) -> Effect {
         name: job.name.clone(),
         uid: job.uid.clone(),
         reason,
-        context: context_of(job.job),
+        context: job.context(),
     }
 }
 

@@ -2,6 +2,9 @@
 //! per node, with each Job classified once (04-jobs-rules.md §2.1–2.3, 03-executor.md §3.9).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -9,7 +12,8 @@ use nodewright_crds::{Stage, keys};
 
 use super::annotation::PackageAnnotation;
 use super::classify::{JobState, job_state};
-use super::naming::{node_label_value, package_label};
+use super::naming::node_label_value;
+use crate::effect::Context;
 use crate::{Options, Snapshot};
 
 /// Label Kubernetes puts on a Job's child pods (never select children by job name, 03 §3.9).
@@ -31,7 +35,7 @@ pub struct ExecutorJob<'a> {
     /// `<P>/package` label (`<pkg>-<ver>`), if present.
     pub package_label: Option<String>,
     /// Parsed `<P>/package` annotation; `None` when absent or unreadable (04 rule 1.2.5).
-    pub package: Option<PackageAnnotation>,
+    pub package: Option<Arc<PackageAnnotation>>,
     /// Stage from the annotation, else from the `<P>/stage` label.
     pub stage: Option<Stage>,
     /// `<P>/interrupt == "True"`.
@@ -64,9 +68,25 @@ impl ExecutorJob<'_> {
             .map(String::as_str)
     }
 
+    /// The log/event context of this Job (NodeWright, node, package, version, stage).
+    pub fn context(&self) -> Context {
+        Context {
+            nodewright: Some(self.nodewright.clone()),
+            node: Some(self.node.clone()),
+            package: self.package.as_ref().map(|p| p.name.clone()),
+            version: self.package.as_ref().map(|p| p.version.clone()),
+            stage: self.stage.map(|s| s.as_str().to_string()),
+        }
+    }
+
     /// True when the Job runs `name|version` (by its package label).
     pub fn runs(&self, name: &str, version: &str) -> bool {
-        self.package_label.as_deref() == Some(package_label(name, version).as_str())
+        self.package_label.as_deref().is_some_and(|label| {
+            label.len() == name.len() + 1 + version.len()
+                && label.starts_with(name)
+                && label[name.len()..].starts_with('-')
+                && label.ends_with(version)
+        })
     }
 }
 
@@ -74,8 +94,8 @@ impl ExecutorJob<'_> {
 #[derive(Clone, Debug, Default)]
 pub struct ExecutorIndex<'a> {
     jobs: Vec<ExecutorJob<'a>>,
-    by_name: BTreeMap<String, usize>,
     by_nodewright: BTreeMap<String, Vec<usize>>,
+    by_node: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
     busy_nodes: BTreeSet<String>,
 }
 
@@ -111,25 +131,46 @@ impl<'a> ExecutorIndex<'a> {
                 children.entry(uid).or_default().push(pod);
             }
         }
-        let mut jobs: Vec<ExecutorJob<'a>> = snapshot
+        // Package annotations repeat across nodes: parse each distinct text once.
+        let mut parsed: IndexMap<&'a str, Option<Arc<PackageAnnotation>>> = IndexMap::new();
+        // Sort references, not the (large) read records.
+        let mut sorted: Vec<&'a Job> = snapshot
             .jobs
             .iter()
             .filter(|j| in_namespace(&j.metadata.namespace))
-            .filter_map(|job| read_job(job, &children))
             .collect();
-        jobs.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.uid.cmp(&b.uid)));
+        sorted.sort_by(|a, b| {
+            a.metadata
+                .name
+                .cmp(&b.metadata.name)
+                .then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
+        });
+        let jobs: Vec<ExecutorJob<'a>> = sorted
+            .into_iter()
+            .filter_map(|job| read_job(job, &children, &mut parsed))
+            .collect();
         let mut index = ExecutorIndex {
             jobs,
             ..Self::default()
         };
         for (i, job) in index.jobs.iter().enumerate() {
-            index.by_name.insert(job.name.clone(), i);
-            index
-                .by_nodewright
-                .entry(job.nodewright.clone())
-                .or_default()
-                .push(i);
-            if job.is_unfinished() {
+            match index.by_nodewright.get_mut(&job.nodewright) {
+                Some(list) => list.push(i),
+                None => {
+                    index.by_nodewright.insert(job.nodewright.clone(), vec![i]);
+                }
+            }
+            let per_node = match index.by_node.get_mut(&job.nodewright) {
+                Some(map) => map,
+                None => index.by_node.entry(job.nodewright.clone()).or_default(),
+            };
+            match per_node.get_mut(&job.node) {
+                Some(list) => list.push(i),
+                None => {
+                    per_node.insert(job.node.clone(), vec![i]);
+                }
+            }
+            if job.is_unfinished() && !index.busy_nodes.contains(&job.node) {
                 index.busy_nodes.insert(job.node.clone());
             }
         }
@@ -143,7 +184,9 @@ impl<'a> ExecutorIndex<'a> {
 
     /// The Job with this name, if the snapshot has it.
     pub fn by_name(&self, name: &str) -> Option<&ExecutorJob<'a>> {
-        self.by_name.get(name).map(|&i| &self.jobs[i])
+        // `jobs` is sorted by name (then uid): binary search for the first of that name.
+        let i = self.jobs.partition_point(|j| j.name.as_str() < name);
+        self.jobs.get(i).filter(|j| j.name == name)
     }
 
     /// Jobs of one NodeWright, sorted by name.
@@ -161,7 +204,12 @@ impl<'a> ExecutorIndex<'a> {
         nodewright: &'s str,
         node: &'s str,
     ) -> impl Iterator<Item = &'s ExecutorJob<'a>> + 's {
-        self.of(nodewright).filter(move |j| j.node == node)
+        self.by_node
+            .get(nodewright)
+            .and_then(|nodes| nodes.get(node))
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.jobs[i])
     }
 
     /// Jobs of one NodeWright's package (any version unless given) on one node.
@@ -194,7 +242,11 @@ impl<'a> ExecutorIndex<'a> {
     }
 }
 
-fn read_job<'a>(job: &'a Job, children: &BTreeMap<&str, Vec<&'a Pod>>) -> Option<ExecutorJob<'a>> {
+fn read_job<'a>(
+    job: &'a Job,
+    children: &BTreeMap<&str, Vec<&'a Pod>>,
+    parsed: &mut IndexMap<&'a str, Option<Arc<PackageAnnotation>>>,
+) -> Option<ExecutorJob<'a>> {
     let labels = job.metadata.labels.as_ref();
     let nodewright = label(labels, keys::LABEL_NAME)?.to_string();
     let package = job
@@ -202,7 +254,12 @@ fn read_job<'a>(job: &'a Job, children: &BTreeMap<&str, Vec<&'a Pod>>) -> Option
         .annotations
         .as_ref()
         .and_then(|a| a.get(keys::PACKAGE))
-        .and_then(|text| PackageAnnotation::parse(text));
+        .and_then(|text| {
+            parsed
+                .entry(text.as_str())
+                .or_insert_with(|| PackageAnnotation::parse(text).map(Arc::new))
+                .clone()
+        });
     let node = job
         .spec
         .as_ref()

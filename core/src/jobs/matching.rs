@@ -4,6 +4,9 @@
 //! Jobs without it (built by the Go operator) are compared the reference way, on the pod
 //! template's init containers, with the env normalisation of 03 §8.10.
 
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
 use nodewright_crds::{Interrupt, InterruptType, NodeWright, Package, Stage, keys};
@@ -181,18 +184,28 @@ pub fn matches_package(
     pkg: &Package,
     options: &Options,
 ) -> bool {
+    let fingerprint = || {
+        Cow::Owned(if job.interrupt {
+            interrupt_fingerprint(pkg, options)
+        } else {
+            package_fingerprint(pkg, options)
+        })
+    };
+    matches_with(job, nw, pkg, options, fingerprint)
+}
+
+fn matches_with<'f>(
+    job: &ExecutorJob,
+    nw: &NodeWright,
+    pkg: &Package,
+    options: &Options,
+    fingerprint_now: impl FnOnce() -> Cow<'f, str>,
+) -> bool {
     if !job.runs(&pkg.name, &pkg.version) {
         return false;
     }
     match job.annotation(keys::EXECUTOR_FINGERPRINT) {
-        Some(fp) => {
-            let now = if job.interrupt {
-                interrupt_fingerprint(pkg, options)
-            } else {
-                package_fingerprint(pkg, options)
-            };
-            fp == now
-        }
+        Some(fp) => fp == fingerprint_now().as_ref(),
         None => {
             let Some(stage) = job.stage else {
                 return false;
@@ -202,6 +215,46 @@ pub fn matches_package(
                 &expected_job(nw, pkg, stage, job.interrupt, options),
             )
         }
+    }
+}
+
+/// The spec packages of one NodeWright with their fingerprints, computed once per sweep so a
+/// pass over many Jobs hashes each package once (names filled from the map keys).
+#[derive(Clone, Debug)]
+pub struct SpecFingerprints {
+    packages: BTreeMap<String, (Package, String, String)>,
+}
+
+impl SpecFingerprints {
+    /// Fingerprints of every spec package of `nw` (package-stage and interrupt kind).
+    pub fn new(nw: &NodeWright, options: &Options) -> Self {
+        let packages = nw
+            .spec
+            .packages
+            .keys()
+            .filter_map(|name| spec_package(nw, name))
+            .map(|p| {
+                let fps = (
+                    package_fingerprint(&p, options),
+                    interrupt_fingerprint(&p, options),
+                );
+                (p.name.clone(), (p, fps.0, fps.1))
+            })
+            .collect();
+        Self { packages }
+    }
+
+    fn matches_any(&self, job: &ExecutorJob, nw: &NodeWright, options: &Options) -> bool {
+        self.packages
+            .values()
+            .any(|(pkg, package_fp, interrupt_fp)| {
+                let fp = if job.interrupt {
+                    interrupt_fp
+                } else {
+                    package_fp
+                };
+                matches_with(job, nw, pkg, options, || Cow::Borrowed(fp.as_str()))
+            })
     }
 }
 
@@ -216,37 +269,51 @@ pub fn spec_package(nw: &NodeWright, name: &str) -> Option<Package> {
     })
 }
 
-fn job_package_name(job: &ExecutorJob) -> Option<String> {
-    job.package.as_ref().map(|p| p.name.clone())
-}
-
 /// True when some spec package matches the Job, or it is an uninstall Job whose package left the
 /// spec or changed version (04 §6.5).
 pub fn matches_spec(job: &ExecutorJob, nw: &NodeWright, options: &Options) -> bool {
+    matches_spec_with(job, nw, &SpecFingerprints::new(nw, options), options)
+}
+
+/// [`matches_spec`] with precomputed fingerprints.
+pub fn matches_spec_with(
+    job: &ExecutorJob,
+    nw: &NodeWright,
+    fps: &SpecFingerprints,
+    options: &Options,
+) -> bool {
     if job.stage == Some(Stage::Uninstall)
         && let Some(pkg) = job.package.as_ref()
     {
-        let current = spec_package(nw, &pkg.name);
-        if current.as_ref().is_none_or(|c| c.version != pkg.version) {
+        let current = fps.packages.get(&pkg.name).map(|(p, _, _)| p);
+        if current.is_none_or(|c| c.version != pkg.version) {
             return true;
         }
     }
-    nw.spec.packages.keys().any(|name| {
-        spec_package(nw, name).is_some_and(|pkg| matches_package(job, nw, &pkg, options))
-    })
+    fps.matches_any(job, nw, options)
 }
 
 /// The timed-out test (04 §6.6 item 3): matches the spec and carries the deadline a new Job
 /// would get now.
 pub fn timed_out_still_matches(job: &ExecutorJob, nw: &NodeWright, options: &Options) -> bool {
-    if !matches_spec(job, nw, options) {
+    timed_out_still_matches_with(job, nw, &SpecFingerprints::new(nw, options), options)
+}
+
+/// [`timed_out_still_matches`] with precomputed fingerprints.
+pub fn timed_out_still_matches_with(
+    job: &ExecutorJob,
+    nw: &NodeWright,
+    fps: &SpecFingerprints,
+    options: &Options,
+) -> bool {
+    if !matches_spec_with(job, nw, fps, options) {
         return false;
     }
-    let Some(pkg) = job_package_name(job).and_then(|n| spec_package(nw, &n)) else {
+    let Some((pkg, _, _)) = job.package.as_ref().and_then(|p| fps.packages.get(&p.name)) else {
         // Uninstall Job of a package that left the spec: nothing to compare the deadline with.
         return true;
     };
-    job_deadline(job.job) == super::builder::deadline_seconds(&pkg, options).unwrap_or(0)
+    job_deadline(job.job) == super::builder::deadline_seconds(pkg, options).unwrap_or(0)
 }
 
 /// True when the package label of `job` equals `<name>-<version>`.

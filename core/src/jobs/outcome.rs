@@ -5,18 +5,17 @@
 //! node-state changes (the guards of 04 §3.3 and §4.3.4); the outcome's `after_state` effects
 //! (marker + TTL, archive pruning, evidence annotations) go after the node write.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright_crds::{NodeState, NodeWright, PackageStatus, Stage, State, keys};
 
 use super::classify::{
     self, BACKOFF_LIMIT_EXCEEDED, JobState, benign_waiting, image_pull_waiting,
     live_genuine_failure, pod_failed_genuinely,
 };
-use super::create::context_of;
 use super::index::{ExecutorIndex, ExecutorJob};
 use super::matching::{job_deadline, spec_package};
 use crate::effect::{DeletionReason, Effect, EntryChange, EventSpec, ObjectRef};
@@ -132,17 +131,24 @@ pub fn snapshot_node_state(snapshot: &Snapshot, nw: &str, node: &str) -> Option<
     NodeState::parse(text).ok()
 }
 
-/// The node status annotation `<P>/status_<nw>` of `node` in the snapshot.
-fn node_status(snapshot: &Snapshot, nw: &str, node: &str) -> Option<String> {
-    snapshot
-        .nodes
-        .iter()
-        .find(|n| n.metadata.name.as_deref() == Some(node))?
+/// The node status annotation `<P>/status_<nw>` of a node.
+fn node_status<'n>(node: Option<&'n Node>, nw: &str) -> Option<&'n str> {
+    node?
         .metadata
         .annotations
         .as_ref()?
         .get(&keys::node_status(nw))
-        .cloned()
+        .map(String::as_str)
+}
+
+/// Reads the node-state document of `nw` from a node; `None` when absent or unreadable.
+fn node_state_of(node: &Node, nw: &str) -> Option<NodeState> {
+    let text = node
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(&keys::node_state(nw))?;
+    NodeState::parse(text).ok()
 }
 
 fn ttl_seconds(d: Duration) -> i32 {
@@ -157,7 +163,7 @@ pub fn marker(job: &ExecutorJob, ttl: Duration) -> Effect {
         suspend: None,
         ttl_seconds_after_finished: Some(ttl_seconds(ttl)),
         annotations: [(keys::STATE_RECORDED.to_string(), Some("true".to_string()))].into(),
-        context: context_of(job.job),
+        context: job.context(),
     }
 }
 
@@ -179,7 +185,7 @@ pub fn prune_archives(job: &ExecutorJob) -> Vec<Effect> {
             name: p.metadata.name.clone().unwrap_or_default(),
             uid: p.metadata.uid.clone().unwrap_or_default(),
             reason: DeletionReason::ArchivePrune,
-            context: context_of(job.job),
+            context: job.context(),
         })
         .collect()
 }
@@ -230,7 +236,7 @@ fn last_failure(job: &ExecutorJob, value: String) -> Vec<Effect> {
             suspend: None,
             ttl_seconds_after_finished: None,
             annotations: [(keys::LAST_FAILURE.to_string(), Some(value.clone()))].into(),
-            context: context_of(job.job),
+            context: job.context(),
         },
         event(
             nodewright_ref(&job.nodewright),
@@ -275,11 +281,12 @@ pub fn outcomes(
     options: &Options,
     now: Timestamp,
 ) -> Outcomes {
-    let nodes: BTreeSet<&str> = snapshot
+    let nodes: BTreeMap<&str, &Node> = snapshot
         .nodes
         .iter()
-        .filter_map(|n| n.metadata.name.as_deref())
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
         .collect();
+    let mut states: BTreeMap<(&str, &str), Option<NodeState>> = BTreeMap::new();
     let mut out = Outcomes::default();
     for job in index.all() {
         if job.terminating {
@@ -296,17 +303,21 @@ pub fn outcomes(
         if job.processed {
             continue;
         }
-        let state = snapshot_node_state(snapshot, &job.nodewright, &job.node);
-        let node_known = nodes.contains(job.node.as_str());
+        let node = nodes.get(job.node.as_str()).copied();
+        if matches!(job.state, JobState::Complete) {
+            out.items.push(completed(job, node.is_some(), options));
+            continue;
+        }
+        let state = states
+            .entry((job.nodewright.as_str(), job.node.as_str()))
+            .or_insert_with(|| node.and_then(|n| node_state_of(n, &job.nodewright)))
+            .as_ref();
         match &job.state {
-            JobState::Complete => out.items.push(completed(job, node_known, options)),
             JobState::Failed { reason } => {
                 out.items
-                    .push(failed(job, reason, state.as_ref(), node_known, options));
+                    .push(failed(job, reason, state, node.is_some(), options));
             }
-            JobState::Unfinished { .. } => {
-                active(job, state.as_ref(), snapshot, options, now, &mut out)
-            }
+            _ => active(job, state, node, options, now, &mut out),
         }
     }
     out
@@ -372,7 +383,7 @@ fn since(now: Timestamp, then: Timestamp) -> Duration {
 fn active(
     job: &ExecutorJob,
     state: Option<&NodeState>,
-    snapshot: &Snapshot,
+    node: Option<&Node>,
     options: &Options,
     now: Timestamp,
     out: &mut Outcomes,
@@ -467,7 +478,7 @@ fn active(
             // No marker follows this verdict, so it is re-derived every pass: emit it only
             // while it still changes something (entry or node status not yet erroring).
             let recorded = entry.is_some_and(|e| e.state == Some(State::Erroring))
-                && node_status(snapshot, &job.nodewright, &job.node).as_deref()
+                && node_status(node, &job.nodewright)
                     == Some(nodewright_crds::Status::Erroring.as_str());
             if open && !recorded {
                 state_kind = Some(OutcomeKind::TerminalFailed {
@@ -567,7 +578,7 @@ fn end_interrupt(
             uid: job.uid.clone(),
             resource_version: job.job.metadata.resource_version.clone(),
             restarts,
-            context: context_of(job.job),
+            context: job.context(),
         },
         event(
             node_ref(&job.node),
@@ -621,7 +632,7 @@ fn last_logs_waiting(job: &ExecutorJob) -> Vec<Effect> {
             Some(format!("{container}: {reason}: {message}")),
         )]
         .into(),
-        context: context_of(job.job),
+        context: job.context(),
     }]
 }
 

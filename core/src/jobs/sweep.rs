@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use nodewright_crds::{NodeState, NodeWright, PackageStatus, State, keys};
 
 use super::classify::JobState;
-use super::create::{context_of, delete};
+use super::create::delete;
 use super::index::{ExecutorIndex, ExecutorJob};
-use super::matching::{matches_spec, timed_out_still_matches};
+use super::matching::{SpecFingerprints, matches_spec_with, timed_out_still_matches_with};
 use crate::Options;
 use crate::effect::{DeletionReason, Effect};
 
@@ -46,13 +46,23 @@ pub fn should_delete_finished(
     nw: &NodeWright,
     options: &Options,
 ) -> bool {
+    should_delete_finished_with(job, entry, nw, &SpecFingerprints::new(nw, options), options)
+}
+
+fn should_delete_finished_with(
+    job: &ExecutorJob,
+    entry: Option<&PackageStatus>,
+    nw: &NodeWright,
+    fps: &SpecFingerprints,
+    options: &Options,
+) -> bool {
     if !job.processed {
         return false;
     }
     let at_stage = entry.filter(|e| Some(e.stage) == job.stage);
     if matches!(job.state, JobState::Failed { .. })
         && at_stage.is_some_and(|e| e.state == Some(State::Erroring))
-        && timed_out_still_matches(job, nw, options)
+        && timed_out_still_matches_with(job, nw, fps, options)
     {
         return false;
     }
@@ -67,14 +77,24 @@ pub fn is_stale(
     nw: &NodeWright,
     options: &Options,
 ) -> bool {
-    !matches_spec(job, nw, options) || entry.is_none_or(|e| Some(e.stage) != job.stage)
+    is_stale_with(job, entry, nw, &SpecFingerprints::new(nw, options), options)
+}
+
+fn is_stale_with(
+    job: &ExecutorJob,
+    entry: Option<&PackageStatus>,
+    nw: &NodeWright,
+    fps: &SpecFingerprints,
+    options: &Options,
+) -> bool {
+    entry.is_none_or(|e| Some(e.stage) != job.stage) || !matches_spec_with(job, nw, fps, options)
 }
 
 /// Invalidation (04 §6.3): merge-patch `"invalid":true` into `<P>/package`, then the
 /// foreground delete with `reason`.
 pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
     let mut effects = Vec::new();
-    if let Some(mut p) = job.package.clone() {
+    if let Some(mut p) = job.package.as_deref().cloned() {
         p.invalid = true;
         effects.push(Effect::PatchJob {
             name: job.name.clone(),
@@ -82,7 +102,7 @@ pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
             suspend: None,
             ttl_seconds_after_finished: None,
             annotations: BTreeMap::from([(keys::PACKAGE.to_string(), Some(p.to_json()))]),
-            context: context_of(job.job),
+            context: job.context(),
         });
     }
     effects.push(delete(job, reason));
@@ -105,6 +125,7 @@ pub fn sweep(
     if annotation_true(nw, keys::PAUSE) {
         return out;
     }
+    let fps = SpecFingerprints::new(nw, options);
     for job in index.of(nw_name(nw)) {
         if job.terminating {
             continue;
@@ -121,10 +142,10 @@ pub fn sweep(
         };
         let entry = entry_of(job, state);
         if job.state.is_finished() {
-            if should_delete_finished(job, entry, nw, options) {
+            if should_delete_finished_with(job, entry, nw, &fps, options) {
                 out.effects.push(delete(job, DeletionReason::Rerun));
             }
-        } else if !job.invalid && is_stale(job, entry, nw, options) {
+        } else if !job.invalid && is_stale_with(job, entry, nw, &fps, options) {
             out.effects
                 .extend(invalidate(job, DeletionReason::StaleSpec));
         }
@@ -140,7 +161,7 @@ fn patch_suspend(job: &ExecutorJob, value: bool) -> Effect {
         suspend: Some(value),
         ttl_seconds_after_finished: None,
         annotations: BTreeMap::new(),
-        context: context_of(job.job),
+        context: job.context(),
     }
 }
 

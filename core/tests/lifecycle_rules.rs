@@ -1668,3 +1668,21 @@ fn r9_metrics_include_rollout_gauges() {
         "rollout gauges come from the rollout decision"
     );
 }
+
+#[test]
+fn r6_4b_metadata_packages_json_rewritten_and_orphans_deleted() {
+    let mut s = snapshot(
+        vec![with_pkg(nw("demo"), "dexter", "1.2.3")],
+        vec![node("n1"), node("n2")],
+    );
+    converge(&mut s, 30);
+    assert_eq!(s.config_maps.len(), 2, "one metadata ConfigMap per node");
+    s.nodewrights[0] = with_interrupt(s.nodewrights[0].clone(), "dexter", InterruptType::Noop, &[]);
+    let plan = until(&mut s, "upsertConfigMap", 3);
+    assert_eq!(count(&plan, "upsertConfigMap"), 2);
+    let mut sel = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector::default();
+    sel.match_labels = Some([("kubernetes.io/hostname".to_string(), "n1".to_string())].into());
+    s.nodewrights[0].spec.node_selector = Some(sel);
+    let plan = until(&mut s, "deleteConfigMap", 3);
+    assert_eq!(count(&plan, "deleteConfigMap"), 1);
+}

@@ -82,8 +82,8 @@ pub fn sync(ctx: &mut Ctx, v: &NwView) -> bool {
     ended
 }
 
-/// R6.4a/b: delete package ConfigMaps of old versions or removed packages, and metadata
-/// ConfigMaps of nodes that left the selection.
+/// R6.4b: delete package ConfigMaps of old versions or removed packages and metadata
+/// ConfigMaps of nodes that left the selection; rewrite metadata whose packages.json is stale.
 fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
     let wanted: BTreeSet<String> = v
         .packages
@@ -97,6 +97,7 @@ fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
         }
     }
     let node_key = format!("{}/Node.name", keys::PREFIX);
+    let packages_json = jobs::configmap::packages_json(v.nw, ctx.opts);
     for cm in labelled(ctx, keys::NODE_META, &v.name) {
         let node = cm
             .metadata
@@ -105,6 +106,20 @@ fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
             .and_then(|a| a.get(&node_key));
         if node.is_some_and(|n| !v.selects(n)) {
             effects.push(delete(cm, DeletionReason::OrphanedNode));
+            continue;
+        }
+        // R6.4b: rewrite where packages.json no longer matches the spec.
+        let stale = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("packages.json"))
+            .is_some_and(|current| *current != packages_json);
+        if let (true, Some(node)) = (stale, node.and_then(|n| ctx.node(n))) {
+            let desired = jobs::configmap::node_metadata_config_map(v.nw, node, ctx.opts);
+            effects.push(Effect::UpsertConfigMap {
+                expect_resource_version: cm.metadata.resource_version.clone(),
+                config_map: Box::new(desired),
+            });
         }
     }
     let any = !effects.is_empty();

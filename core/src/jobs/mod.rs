@@ -24,6 +24,7 @@
 //!
 //! // 2. Per non-paused NodeWright, before scheduling (04 §6, 02 §7.11):
 //! let sw: Sweep = jobs::sweep(&index, nw, &selected_nodes, &readable_node_states, &options);
+//! // or jobs::sweep_with(&index, nw, &selected_nodes, |node| doc_of(node), &options)
 //! if sw.changed { /* emit sw.effects, end this NW's pass, requeue 2 s */ }
 //!
 //! // 3. Pause / resume (04 §7): suspend while paused; resume needs the quiet sweep.
@@ -78,4 +79,5 @@ pub use outcome::{
 };
 pub use sweep::{
     Sweep, config_update_clear, invalidate_for_config_swap, reboot_reset, resume, suspend, sweep,
+    sweep_with,
 };

@@ -110,15 +110,25 @@ pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
 }
 
 /// The validation sweep of one non-paused NodeWright (04 §6.1); a paused one is skipped
-/// entirely (04 §6.7). `selected` are the NodeWright's
-/// current nodes; `states` holds the node-state document of every selected node whose document
-/// is readable (empty when absent) — Jobs on selected nodes missing from it are skipped (02 §7.11
-/// step 2).
+/// entirely (04 §6.7). `selected` are the NodeWright's current nodes; `states` holds the
+/// node-state document of every selected node whose document is readable (empty when absent) —
+/// Jobs on selected nodes missing from it are skipped (02 §7.11 step 2).
 pub fn sweep(
     index: &ExecutorIndex,
     nw: &NodeWright,
     selected: &BTreeSet<String>,
     states: &BTreeMap<String, NodeState>,
+    options: &Options,
+) -> Sweep {
+    sweep_with(index, nw, selected, |node| states.get(node), options)
+}
+
+/// [`sweep`] reading node-state documents through `state_of` (no copies needed).
+pub fn sweep_with<'s>(
+    index: &ExecutorIndex,
+    nw: &NodeWright,
+    selected: &BTreeSet<String>,
+    state_of: impl Fn(&str) -> Option<&'s NodeState>,
     options: &Options,
 ) -> Sweep {
     let mut out = Sweep::default();
@@ -137,7 +147,7 @@ pub fn sweep(
         if job.package.is_none() {
             continue; // not ours to judge (04 §1.2.5); terminal ones TTL out
         }
-        let Some(state) = states.get(&job.node) else {
+        let Some(state) = state_of(&job.node) else {
             continue;
         };
         let entry = entry_of(job, state);

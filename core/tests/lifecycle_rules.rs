@@ -1680,8 +1680,10 @@ fn r6_4b_metadata_packages_json_rewritten_and_orphans_deleted() {
     s.nodewrights[0] = with_interrupt(s.nodewrights[0].clone(), "dexter", InterruptType::Noop, &[]);
     let plan = until(&mut s, "upsertConfigMap", 3);
     assert_eq!(count(&plan, "upsertConfigMap"), 2);
-    let mut sel = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector::default();
-    sel.match_labels = Some([("kubernetes.io/hostname".to_string(), "n1".to_string())].into());
+    let sel = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+        match_labels: Some([("kubernetes.io/hostname".to_string(), "n1".to_string())].into()),
+        match_expressions: None,
+    };
     s.nodewrights[0].spec.node_selector = Some(sel);
     let plan = until(&mut s, "deleteConfigMap", 3);
     assert_eq!(count(&plan, "deleteConfigMap"), 1);

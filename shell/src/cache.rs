@@ -506,3 +506,54 @@ mod snapshot_tests {
         assert_eq!(s.cluster.server_version, Some((1, 35)));
     }
 }
+
+#[cfg(test)]
+mod scale {
+    use super::*;
+    use serde_json::json;
+
+    /// Prints the cost of one snapshot copy of 10,000 nodes (run with `--ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn scale_snapshot_of_10k_nodes() {
+        let (nodes, mut writer) = reflector::store::<Node>();
+        for i in 0..10_000 {
+            let labels: serde_json::Map<String, serde_json::Value> = (0..15)
+                .map(|l| {
+                    (
+                        format!("label-{l}.example.com/key"),
+                        json!(format!("value-{i}-{l}")),
+                    )
+                })
+                .collect();
+            let node: Node = serde_json::from_value(json!({
+                "metadata": {"name": format!("node-{i}"), "labels": labels, "annotations": {
+                    "nodewright.nvidia.com/nodeState_nw": r#"{"a|1":{"name":"a","version":"1","image":"r/a","stage":"config","state":"complete"}}"#}},
+                "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "MemoryPressure", "status": "False"}],
+                           "nodeInfo": {"bootID": "b", "machineID": "m", "systemUUID": "s", "kernelVersion": "k",
+                                        "osImage": "o", "containerRuntimeVersion": "c", "kubeletVersion": "v",
+                                        "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"}}
+            }))
+            .unwrap_or_default();
+            writer.apply_watcher_event(&Event::Apply(node));
+        }
+        let caches = Caches {
+            nodewrights: reflector::store().0,
+            policies: reflector::store().0,
+            nodes,
+            jobs: reflector::store().0,
+            executor_pods: reflector::store().0,
+            pods: reflector::store().0,
+            config_maps: reflector::store().0,
+            pdbs: reflector::store().0,
+        };
+        let started = std::time::Instant::now();
+        let s = caches.snapshot(&ClusterInfo::default());
+        println!(
+            "snapshot of {} nodes: {:?}",
+            s.nodes.len(),
+            started.elapsed()
+        );
+    }
+}

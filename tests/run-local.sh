@@ -27,7 +27,7 @@ for t in curl openssl base64 cargo; do command -v "$t" >/dev/null || { say "$t n
 # 1. control plane (the first run builds it from source: about 10 minutes on 2 cores)
 up_exports=$(tests/cluster/up.sh)
 eval "$up_exports"
-# shellcheck source=cluster/versions.env
+# shellcheck source-path=SCRIPTDIR source=cluster/versions.env
 . tests/cluster/versions.env
 kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG_PATH" "$@"; }
 

@@ -1,7 +1,7 @@
 # Settings of the e2e cluster instance (sourced by tests/e2e/*.sh). Its own run directory and
 # loopback ports, so it never collides with the default instance of tests/cluster/up.sh (which
 # tests/run-local.sh and developers use) or with an operator someone else runs against it.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # variables for the scripts that source this file
 : "${NODEWRIGHT_RUN:=/tmp/nodewright-e2e}"
 : "${ETCD_PORT:=24790}"
 : "${ETCD_PEER_PORT:=24800}"

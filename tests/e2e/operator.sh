@@ -8,7 +8,7 @@
 #   stop     SIGTERM, SIGKILL after 15 s
 #   kill     SIGKILL (a crash)
 set -euo pipefail
-# shellcheck source=env.sh
+# shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 
 alive() { # prints the pid if the recorded process still runs the operator

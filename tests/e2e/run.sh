@@ -12,7 +12,7 @@
 #        NODEWRIGHT_E2E_WEBHOOKS=0  do not serve/register the admission webhooks
 #        NODEWRIGHT_RUN, *_PORT, E2E_PROBE_PORT, E2E_WEBHOOK_PORT (env.sh)
 set -euo pipefail
-# shellcheck source=env.sh
+# shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
 cd "$ROOT"
 started=$(date +%s)
@@ -29,6 +29,7 @@ kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG" "$@"; }
 phase_start=$started
 phase() { local now; now=$(date +%s); e2e_say "$1 ($((now - phase_start)) s)"; phase_start=$now; }
 
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 cleanup() {
   local rc=$?
   set +e
@@ -55,7 +56,7 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. control plane (cached build, fresh etcd unless REUSE) -------------------------------------
-# shellcheck source=../cluster/versions.env
+# shellcheck source=tests/cluster/versions.env
 . "$CLUSTER/versions.env"
 "$CLUSTER/build.sh" core >&2
 phase "binaries ready"
@@ -75,7 +76,7 @@ phase "kwok nodes ready"
 
 # --- 2. namespace, CRDs, webhooks ---------------------------------------------------------------
 kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
-for i in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
+for _ in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
 kc apply --server-side --force-conflicts -f chart/crds/ >/dev/null
 kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com >/dev/null
 phase "namespace and CRDs installed"

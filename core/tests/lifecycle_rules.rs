@@ -1688,3 +1688,46 @@ fn r6_4b_metadata_packages_json_rewritten_and_orphans_deleted() {
     let plan = until(&mut s, "deleteConfigMap", 3);
     assert_eq!(count(&plan, "deleteConfigMap"), 1);
 }
+
+#[test]
+fn e04_r6_1_pdb_blocked_pod_is_not_evicted_and_drain_blocked_is_reported() {
+    use k8s_openapi::api::policy::v1::{
+        PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+    };
+    let mut s = interrupt_world();
+    s.workload_pods[0].metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    s.pod_disruption_budgets.push(PodDisruptionBudget {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            name: Some("web-pdb".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        spec: Some(PodDisruptionBudgetSpec {
+            selector: Some(
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                    match_labels: Some([("app".to_string(), "web".to_string())].into()),
+                    match_expressions: None,
+                },
+            ),
+            ..Default::default()
+        }),
+        status: Some(PodDisruptionBudgetStatus {
+            disruptions_allowed: Some(0),
+            ..Default::default()
+        }),
+    });
+    for _ in 0..8 {
+        let plan = step(&mut s);
+        assert_eq!(count(&plan, "evict"), 0);
+        assert!(created(&plan).is_empty());
+    }
+    let st = s.nodewrights[0].status.clone().unwrap();
+    let c = status::condition(&st.conditions, "DrainBlocked").unwrap();
+    assert_eq!(c.reason, "PodDisruptionBudget");
+    assert!(
+        c.message
+            .starts_with("1/1 nodes blocked draining (n1); default/web on n1"),
+        "{}",
+        c.message
+    );
+}

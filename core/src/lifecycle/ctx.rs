@@ -51,6 +51,8 @@ pub struct Ctx<'a> {
     pub non_interrupt_blocked: BTreeSet<(String, String)>,
     /// IsNodeComplete per (NodeWright, node), cleared when a document or `configUpdates` changes.
     complete_cache: std::cell::RefCell<BTreeMap<String, BTreeMap<String, bool>>>,
+    /// Drain blockers per (NodeWright, node) found this pass ([Ext] DrainBlocked).
+    pub drain_blockers: BTreeMap<(String, String), Vec<super::work_phase::Blocker>>,
     /// Rollout gauges per NodeWright from its last rollout decision this pass.
     pub rollout_metrics: BTreeMap<String, Vec<crate::plan::MetricSample>>,
     /// Node order per NodeWright from the rollout decision.
@@ -105,6 +107,7 @@ impl<'a> Ctx<'a> {
             node_orders: BTreeMap::new(),
             rollout_metrics: BTreeMap::new(),
             complete_cache: Default::default(),
+            drain_blockers: BTreeMap::new(),
         }
     }
 

@@ -82,8 +82,10 @@ fn finish(best: Option<Merged>) -> Option<Merged> {
 pub enum DrainAction {
     /// Not in the way.
     Ignore,
-    /// Wait for it (terminating, or a drainConfig blocker).
+    /// Wait for it (terminating).
     Wait,
+    /// Wait for it: a drain blocker ([Ext] `UnmanagedPod`, `EmptyDirData`).
+    Blocked(&'static str),
     /// Evict it (or delete it when eviction is disabled).
     Evict,
 }
@@ -129,7 +131,7 @@ pub fn classify(pod: &Pod, operator_namespace: &str, drain: Option<&DrainConfig>
         return DrainAction::Wait;
     }
     if controller.is_none() && drain.and_then(|d| d.force) == Some(false) {
-        return DrainAction::Wait;
+        return DrainAction::Blocked("UnmanagedPod");
     }
     let empty_dir = pod
         .spec
@@ -137,7 +139,7 @@ pub fn classify(pod: &Pod, operator_namespace: &str, drain: Option<&DrainConfig>
         .and_then(|s| s.volumes.as_ref())
         .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
     if empty_dir && drain.and_then(|d| d.delete_empty_dir_data) == Some(false) {
-        return DrainAction::Wait;
+        return DrainAction::Blocked("EmptyDirData");
     }
     DrainAction::Evict
 }
@@ -164,4 +166,32 @@ fn tolerates_unschedulable(pod: &Pod) -> bool {
                 effect_ok && key_ok
             })
         })
+}
+
+/// [Ext] True when a PodDisruptionBudget selecting `pod` currently allows no disruption: the
+/// eviction would be refused (429), so the pod is a `PodDisruptionBudget` blocker and no eviction
+/// is attempted this pass (the throttle of §8.2.4 without a clock of its own).
+pub fn pdb_blocks(
+    pod: &Pod,
+    pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget],
+) -> Option<String> {
+    let empty = std::collections::BTreeMap::new();
+    let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+    pdbs.iter()
+        .filter(|b| b.metadata.namespace == pod.metadata.namespace)
+        .filter(|b| {
+            b.status
+                .as_ref()
+                .is_some_and(|s| s.disruptions_allowed.is_some_and(|d| d <= 0))
+        })
+        .find(|b| {
+            b.spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|sel| {
+                    !nodewright_crds::selector::is_empty(sel)
+                        && nodewright_crds::selector::matches(sel, labels)
+                })
+        })
+        .map(|b| b.metadata.name.clone().unwrap_or_default())
 }

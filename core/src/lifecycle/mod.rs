@@ -94,7 +94,7 @@ fn run(ctx: &mut Ctx, views: &[NwView]) -> bool {
         work_phase::run(ctx, views, vi); // R7
     }
     for v in views {
-        prelude::refresh_conditions(ctx, v);
+        prelude::refresh_conditions(ctx, v, true);
     }
     taints::remove_runtime_required(ctx, views); // R8
     false
@@ -103,7 +103,7 @@ fn run(ctx: &mut Ctx, views: &[NwView]) -> bool {
 /// R6 for one NodeWright; true when it ended the pass.
 fn prelude_one(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let v = &views[vi];
-    if prelude::refresh_conditions(ctx, v) && !v.unreadable().is_empty() {
+    if prelude::refresh_conditions(ctx, v, false) && !v.unreadable().is_empty() {
         return true; // R6.1: NodeStateMalformed is saved right away
     }
     if finalizer::run(ctx, v) {

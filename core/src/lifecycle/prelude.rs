@@ -16,8 +16,10 @@ use super::view::NwView;
 use super::work::{Slot, nw_ref};
 
 /// R6.1: NodeStateMalformed, Blocked (DependencyUninstalled), UninstallInProgress,
-/// UninstallFailed. True when a condition changed.
-pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
+/// UninstallFailed; after the work phase (`after_work`) also the drain-derived ones
+/// (Blocked/NonInterruptPodsRunning, DrainBlocked), which only the work phase can observe.
+/// True when a condition changed.
+pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
     let (generation, now) = (v.generation, ctx.now);
     let unreadable = v.unreadable();
     let mut in_cycle_any = false;
@@ -80,6 +82,12 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
             generation,
             now,
         );
+    } else if !after_work {
+        let drain_held = super::status::condition(conditions, "Blocked")
+            .is_some_and(|c| c.reason == "NonInterruptPodsRunning");
+        if !drain_held {
+            changed |= remove_condition(conditions, "Blocked");
+        }
     } else if !non_interrupt.is_empty() {
         let message = format!(
             "{} node(s) blocked by non-interrupt pods ({}). Waiting.",
@@ -98,6 +106,11 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView) -> bool {
     } else {
         changed |= remove_condition(conditions, "Blocked");
     }
+    if after_work {
+        changed |= drain_blocked(ctx, v);
+    }
+    let status = ctx.status_mut(v);
+    let conditions = &mut status.conditions;
     let msg = "One or more packages are being uninstalled";
     changed |= toggle(
         conditions,
@@ -135,6 +148,61 @@ fn toggle(
     } else {
         remove_condition(conditions, ty)
     }
+}
+
+/// [Ext] DrainBlocked, rebuilt each pass from this pass's blockers; true on change.
+fn drain_blocked(ctx: &mut Ctx, v: &NwView) -> bool {
+    let (generation, now) = (v.generation, ctx.now);
+    let blocked: Vec<(&String, &Vec<super::work_phase::Blocker>)> = ctx
+        .drain_blockers
+        .iter()
+        .filter(|((nw, _), _)| *nw == v.name)
+        .map(|((_, node), b)| (node, b))
+        .collect();
+    if blocked.is_empty() {
+        return remove_condition(&mut ctx.status_mut(v).conditions, "DrainBlocked");
+    }
+    let reasons: BTreeSet<&str> = blocked
+        .iter()
+        .flat_map(|(_, b)| b.iter().map(|x| x.reason))
+        .collect();
+    let reason = if reasons.len() == 1 {
+        reasons.iter().next().copied().unwrap_or("MultipleCauses")
+    } else {
+        "MultipleCauses"
+    };
+    let names: Vec<&str> = blocked.iter().map(|(n, _)| n.as_str()).collect();
+    let mut message = format!(
+        "{}/{} nodes blocked draining ({})",
+        blocked.len(),
+        v.nodes.len(),
+        names.join(", ")
+    );
+    let details: Vec<String> = blocked
+        .iter()
+        .flat_map(|(node, bs)| {
+            bs.iter()
+                .filter(|b| b.reason == "PodDisruptionBudget")
+                .map(move |b| format!("{} on {node}: {}", b.pod, b.detail))
+        })
+        .collect();
+    for d in details.iter().take(10) {
+        message.push_str("; ");
+        message.push_str(d);
+    }
+    if details.len() > 10 {
+        message.push_str("; (list truncated; see controller logs)");
+    }
+    let status = ctx.status_mut(v);
+    set_condition(
+        &mut status.conditions,
+        "DrainBlocked",
+        true,
+        reason,
+        &message,
+        generation,
+        now,
+    )
 }
 
 /// `nodeState annotation cannot be parsed on <k> node(s): <names>` (names cut to 10 chars,

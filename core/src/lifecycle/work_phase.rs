@@ -512,15 +512,32 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
     let drain = v.nw.spec.drain_config.as_ref();
     let mut pending = false;
     let mut evict = Vec::new();
+    let mut blockers: Vec<Blocker> = Vec::new();
     for pod in &pods {
         match classify(pod, &ctx.opts.namespace, drain) {
             DrainAction::Ignore => {}
             DrainAction::Wait => pending = true,
+            DrainAction::Blocked(reason) => {
+                pending = true;
+                blockers.push(Blocker::new(pod, reason, String::new()));
+            }
             DrainAction::Evict => {
                 pending = true;
-                evict.push(*pod);
+                let disabled = drain.and_then(|d| d.disable_eviction).unwrap_or(false);
+                match super::interrupts::pdb_blocks(pod, &ctx.snap.pod_disruption_budgets) {
+                    Some(pdb) if !disabled => blockers.push(Blocker::new(
+                        pod,
+                        "PodDisruptionBudget",
+                        format!("PodDisruptionBudget {pdb} allows no disruption"),
+                    )),
+                    _ => evict.push(*pod),
+                }
             }
         }
+    }
+    if !blockers.is_empty() {
+        ctx.drain_blockers
+            .insert((v.name.clone(), node_name.to_string()), blockers);
     }
     let drain_key = keys::drain_start(&v.name);
     if !pending {
@@ -620,6 +637,27 @@ fn drain_timeout(
             "DrainTimeout",
             message,
         );
+    }
+}
+
+/// A pod holding up a drain ([Ext] DrainBlocked).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Blocker {
+    /// `<namespace>/<name>`.
+    pub pod: String,
+    /// `PodDisruptionBudget`, `UnmanagedPod` or `EmptyDirData`.
+    pub reason: &'static str,
+    /// Human detail.
+    pub detail: String,
+}
+
+impl Blocker {
+    fn new(pod: &k8s_openapi::api::core::v1::Pod, reason: &'static str, detail: String) -> Self {
+        Blocker {
+            pod: pod_name(pod),
+            reason,
+            detail,
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use nodewright_crds::{DeploymentPolicy, NodeWright, NodeState, PackageStatus, keys};
+use nodewright_crds::{DeploymentPolicy, NodeState, NodeWright, PackageStatus, keys};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -15,7 +15,12 @@ use crate::world::World;
 
 /// One scheduled action.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "action", rename_all = "camelCase", rename_all_fields = "camelCase", deny_unknown_fields)]
+#[serde(
+    tag = "action",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    deny_unknown_fields
+)]
 pub enum Action {
     /// Create an object, or replace the spec/metadata of an existing one (like `kubectl apply`).
     Apply {
@@ -155,13 +160,20 @@ pub fn apply_object(world: &mut World, value: Value) -> Result<(), String> {
         let ns = o.meta().namespace.clone();
         let name = o.meta().name.clone().unwrap_or_default();
         match world.store.get::<T>(ns.as_deref(), &name).cloned() {
-            None => world.store.create(o).map(|_| ()).map_err(|e| format!("{e:?}")),
+            None => world
+                .store
+                .create(o)
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}")),
             Some(existing) => {
                 let before = serde_json::to_value(&existing).unwrap_or_default();
                 let spec_before = before.get("spec").cloned();
                 let mut after = serde_json::to_value(&o).unwrap_or_default();
                 if let Some(map) = after.as_object_mut() {
-                    map.insert("status".into(), before.get("status").cloned().unwrap_or(Value::Null));
+                    map.insert(
+                        "status".into(),
+                        before.get("status").cloned().unwrap_or(Value::Null),
+                    );
                 }
                 o = serde_json::from_value(after.clone()).map_err(|e| e.to_string())?;
                 let meta = o.meta_mut();
@@ -171,7 +183,11 @@ pub fn apply_object(world: &mut World, value: Value) -> Result<(), String> {
                 if after.get("spec").cloned() != spec_before {
                     meta.generation = Some(existing.meta().generation.unwrap_or(1) + 1);
                 }
-                world.store.update(o, None).map(|_| ()).map_err(|e| format!("{e:?}"))
+                world
+                    .store
+                    .update(o, None)
+                    .map(|_| ())
+                    .map_err(|e| format!("{e:?}"))
             }
         }
     }
@@ -186,7 +202,12 @@ pub fn apply_object(world: &mut World, value: Value) -> Result<(), String> {
     }
 }
 
-fn patch_object<T: Object>(world: &mut World, ns: Option<&str>, name: &str, patch: &Value) -> Result<(), String> {
+fn patch_object<T: Object>(
+    world: &mut World,
+    ns: Option<&str>,
+    name: &str,
+    patch: &Value,
+) -> Result<(), String> {
     let existing = world.store.get::<T>(ns, name).cloned().ok_or("not found")?;
     let mut value = serde_json::to_value(&existing).map_err(|e| e.to_string())?;
     let spec_before = value.get("spec").cloned();
@@ -196,29 +217,52 @@ fn patch_object<T: Object>(world: &mut World, ns: Option<&str>, name: &str, patc
     if spec_changed && matches!(T::KIND, Kind::NodeWright | Kind::DeploymentPolicy) {
         object.meta_mut().generation = Some(existing.meta().generation.unwrap_or(1) + 1);
     }
-    world.store.update(object, None).map(|_| ()).map_err(|e| format!("{e:?}"))
+    world
+        .store
+        .update(object, None)
+        .map(|_| ())
+        .map_err(|e| format!("{e:?}"))
 }
 
-fn delete_object(world: &mut World, kind: Kind, ns: Option<&str>, name: &str) -> Result<(), ApiError> {
+fn delete_object(
+    world: &mut World,
+    kind: Kind,
+    ns: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
     let bg = Propagation::Background;
     match kind {
         Kind::Node => world.store.delete::<Node>(ns, name, None, bg, false),
         Kind::NodeWright => world.store.delete::<NodeWright>(ns, name, None, bg, false),
-        Kind::DeploymentPolicy => world.store.delete::<DeploymentPolicy>(ns, name, None, bg, false),
-        Kind::Job => world.store.delete::<Job>(ns, name, None, Propagation::Foreground, false),
+        Kind::DeploymentPolicy => world
+            .store
+            .delete::<DeploymentPolicy>(ns, name, None, bg, false),
+        Kind::Job => world
+            .store
+            .delete::<Job>(ns, name, None, Propagation::Foreground, false),
         Kind::Pod => world.store.delete::<Pod>(ns, name, None, bg, true),
         Kind::ConfigMap => world.store.delete::<ConfigMap>(ns, name, None, bg, false),
-        Kind::PodDisruptionBudget => world.store.delete::<PodDisruptionBudget>(ns, name, None, bg, false),
+        Kind::PodDisruptionBudget => world
+            .store
+            .delete::<PodDisruptionBudget>(ns, name, None, bg, false),
     }
 }
 
-fn edit_entry(world: &mut World, node: &str, nw: &str, change: impl FnOnce(&mut NodeState)) -> Result<(), String> {
+fn edit_entry(
+    world: &mut World,
+    node: &str,
+    nw: &str,
+    change: impl FnOnce(&mut NodeState),
+) -> Result<(), String> {
     world
         .store
         .modify::<Node>(None, node, |n| {
             let key = keys::node_state(nw);
             let ann = n.metadata.annotations.get_or_insert_with(Default::default);
-            let mut doc = ann.get(&key).and_then(|t| NodeState::parse(t).ok()).unwrap_or_default();
+            let mut doc = ann
+                .get(&key)
+                .and_then(|t| NodeState::parse(t).ok())
+                .unwrap_or_default();
             change(&mut doc);
             ann.insert(key, doc.to_annotation());
         })
@@ -231,7 +275,12 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
     let kind_of = |k: &str| Kind::parse(k).ok_or(format!("unknown kind {k}"));
     match action {
         Action::Apply { object } => apply_object(world, object.clone()),
-        Action::Patch { kind, name, namespace, patch } => {
+        Action::Patch {
+            kind,
+            name,
+            namespace,
+            patch,
+        } => {
             let ns = namespace.as_deref();
             match kind_of(kind)? {
                 Kind::Node => patch_object::<Node>(world, ns, name, patch),
@@ -240,12 +289,17 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
                 Kind::Job => patch_object::<Job>(world, ns, name, patch),
                 Kind::Pod => patch_object::<Pod>(world, ns, name, patch),
                 Kind::ConfigMap => patch_object::<ConfigMap>(world, ns, name, patch),
-                Kind::PodDisruptionBudget => patch_object::<PodDisruptionBudget>(world, ns, name, patch),
+                Kind::PodDisruptionBudget => {
+                    patch_object::<PodDisruptionBudget>(world, ns, name, patch)
+                }
             }
         }
-        Action::Delete { kind, name, namespace } => {
-            delete_object(world, kind_of(kind)?, namespace.as_deref(), name).map_err(|e| format!("{e:?}"))
-        }
+        Action::Delete {
+            kind,
+            name,
+            namespace,
+        } => delete_object(world, kind_of(kind)?, namespace.as_deref(), name)
+            .map_err(|e| format!("{e:?}")),
         Action::RebootNode { node, down } => {
             world.reboot_node(node, down.0, now);
             Ok(())
@@ -260,20 +314,30 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
         }
         Action::Cordon { node } => world
             .store
-            .modify::<Node>(None, node, |n| n.spec.get_or_insert_with(Default::default).unschedulable = Some(true))
+            .modify::<Node>(None, node, |n| {
+                n.spec.get_or_insert_with(Default::default).unschedulable = Some(true)
+            })
             .map(|_| ())
             .map_err(|e| format!("{e:?}")),
-        Action::EvictPod { namespace, name, labels } => {
+        Action::EvictPod {
+            namespace,
+            name,
+            labels,
+        } => {
             let pod = world
                 .store
                 .objects
                 .pods
                 .values()
                 .filter(|p| p.metadata.namespace.as_deref() == Some(namespace.as_str()))
-                .filter(|p| p.metadata.deletion_timestamp.is_none() && !crate::world::is_terminal(p))
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_none() && !crate::world::is_terminal(p)
+                })
                 .find(|p| {
                     if name == "*" {
-                        labels.iter().all(|(k, v)| p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v))
+                        labels.iter().all(|(k, v)| {
+                            p.metadata.labels.as_ref().and_then(|l| l.get(k)) == Some(v)
+                        })
                     } else {
                         p.metadata.name.as_deref() == Some(name.as_str())
                     }
@@ -282,15 +346,29 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
                 .ok_or(format!("no pod {namespace}/{name} to evict"))?;
             let uid = pod.metadata.uid.clone().unwrap_or_default();
             let pname = pod.metadata.name.clone().unwrap_or_default();
-            world.evict(namespace, &pname, &uid, false).map(|_| ()).map_err(|e| format!("{e:?}"))
+            world
+                .evict(namespace, &pname, &uid, false)
+                .map(|_| ())
+                .map_err(|e| format!("{e:?}"))
         }
-        Action::ResetEntry { node, nodewright, key } => edit_entry(world, node, nodewright, |d| {
+        Action::ResetEntry {
+            node,
+            nodewright,
+            key,
+        } => edit_entry(world, node, nodewright, |d| {
             d.0.remove(key);
         }),
-        Action::SetEntry { node, nodewright, entry } => {
+        Action::SetEntry {
+            node,
+            nodewright,
+            entry,
+        } => {
             let entry = entry.clone();
             edit_entry(world, node, nodewright, move |d| d.upsert(entry))
         }
-        Action::CrashOperator { .. } | Action::LeaderChange { .. } | Action::Faults { .. } | Action::Mark => Ok(()),
+        Action::CrashOperator { .. }
+        | Action::LeaderChange { .. }
+        | Action::Faults { .. }
+        | Action::Mark => Ok(()),
     }
 }

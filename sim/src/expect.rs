@@ -242,7 +242,11 @@ impl Always {
                 .filter_map(|n| n.metadata.name.clone())
                 .collect();
             if cordoned.len() > max {
-                fail(report, "maxCordoned", format!("{} cordoned: {}", cordoned.len(), cordoned.join(", ")));
+                fail(
+                    report,
+                    "maxCordoned",
+                    format!("{} cordoned: {}", cordoned.len(), cordoned.join(", ")),
+                );
             }
         }
         if !self.never_entry_state.is_empty() {
@@ -251,7 +255,14 @@ impl Always {
                     for (key, e) in facts::node_state(node, nw).0 {
                         let state = e.state.map_or("", |s| s.as_str()).to_string();
                         if self.never_entry_state.contains(&state) {
-                            fail(report, "neverEntryState", format!("{} {nw} {key} is {state}", node.metadata.name.clone().unwrap_or_default()));
+                            fail(
+                                report,
+                                "neverEntryState",
+                                format!(
+                                    "{} {nw} {key} is {state}",
+                                    node.metadata.name.clone().unwrap_or_default()
+                                ),
+                            );
                         }
                     }
                 }
@@ -265,7 +276,11 @@ impl Always {
             }
             for (node, nws) in per_node {
                 if nws.len() > 1 {
-                    fail(report, "exclusiveNodewrights", format!("{node} runs Jobs of {nws:?}"));
+                    fail(
+                        report,
+                        "exclusiveNodewrights",
+                        format!("{node} runs Jobs of {nws:?}"),
+                    );
                 }
             }
         }
@@ -276,13 +291,21 @@ impl Always {
             }
             for (node, n) in per_node {
                 if n > max {
-                    fail(report, "maxInterruptJobsPerNode", format!("{node} has {n} interrupt Jobs"));
+                    fail(
+                        report,
+                        "maxInterruptJobsPerNode",
+                        format!("{node} has {n} interrupt Jobs"),
+                    );
                 }
             }
         }
         for m in &self.no_jobs {
             if jobs.iter().any(|f| m.matches(f)) {
-                fail(report, "noJobs", format!("a Job matching {} exists", m.describe()));
+                fail(
+                    report,
+                    "noJobs",
+                    format!("a Job matching {} exists", m.describe()),
+                );
             }
         }
     }
@@ -300,7 +323,9 @@ impl Expect {
                 if let Some(status) = &e.status {
                     let have = facts::annotation(node, &keys::node_status(nw));
                     if have != Some(status.as_str()) {
-                        report.fail(format!("node {node_name} status_{nw} is {have:?}, want {status}"));
+                        report.fail(format!(
+                            "node {node_name} status_{nw} is {have:?}, want {status}"
+                        ));
                     }
                 }
                 let present = facts::annotation(node, &keys::node_state(nw)).is_some();
@@ -314,7 +339,10 @@ impl Expect {
                         continue;
                     };
                     let state = entry.state.map_or("", |s| s.as_str());
-                    if want.stage.as_deref().is_some_and(|s| s != entry.stage.as_str())
+                    if want
+                        .stage
+                        .as_deref()
+                        .is_some_and(|s| s != entry.stage.as_str())
                         || want.state.as_deref().is_some_and(|s| s != state)
                         || want.restarts.is_some_and(|r| r != entry.restarts)
                     {
@@ -333,9 +361,10 @@ impl Expect {
         }
         for (node, want) in &self.cordoned {
             match objects.nodes.get(node) {
-                Some(n) if facts::unschedulable(n) != *want => {
-                    report.fail(format!("node {node} cordoned={} want {want}", facts::unschedulable(n)))
-                }
+                Some(n) if facts::unschedulable(n) != *want => report.fail(format!(
+                    "node {node} cordoned={} want {want}",
+                    facts::unschedulable(n)
+                )),
                 None => report.fail(format!("node {node} does not exist")),
                 _ => {}
             }
@@ -358,26 +387,45 @@ impl Expect {
                 continue;
             };
             if let Some(status) = &want.status {
-                let have = nw.status.as_ref().and_then(|s| s.status).map(|s| s.as_str().to_string());
+                let have = nw
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.status)
+                    .map(|s| s.as_str().to_string());
                 if have.as_deref() != Some(status.as_str()) {
-                    report.fail(format!("NodeWright {name} status is {have:?}, want {status}"));
+                    report.fail(format!(
+                        "NodeWright {name} status is {have:?}, want {status}"
+                    ));
                 }
             }
             for (node, id) in &want.boot_ids {
                 let have = nw.status.as_ref().and_then(|s| s.node_boot_ids.get(node));
                 if have != Some(id) {
-                    report.fail(format!("NodeWright {name} nodeBootIds[{node}] is {have:?}, want {id}"));
+                    report.fail(format!(
+                        "NodeWright {name} nodeBootIds[{node}] is {have:?}, want {id}"
+                    ));
                 }
             }
             if let Some(f) = want.finalizer {
-                let has = nw.metadata.finalizers.iter().flatten().any(|x| x == keys::FINALIZER);
+                let has = nw
+                    .metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|x| x == keys::FINALIZER);
                 if has != f {
-                    report.fail(format!("NodeWright {name} finalizer present={has}, want {f}"));
+                    report.fail(format!(
+                        "NodeWright {name} finalizer present={has}, want {f}"
+                    ));
                 }
             }
         }
         for (name, data) in &self.config_maps {
-            let key = if name.contains('/') { name.clone() } else { format!("nodewright/{name}") };
+            let key = if name.contains('/') {
+                name.clone()
+            } else {
+                format!("nodewright/{name}")
+            };
             let Some(cm) = objects.config_maps.get(&key) else {
                 report.fail(format!("ConfigMap {key} does not exist"));
                 continue;
@@ -402,11 +450,26 @@ impl Expect {
             let n = objects
                 .pods
                 .values()
-                .filter(|p| p.metadata.owner_references.iter().flatten().any(|o| jobs.contains(&o.uid)))
-                .filter(|p| pe.phase.as_deref().is_none_or(|ph| crate::world::phase(p) == ph))
+                .filter(|p| {
+                    p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| jobs.contains(&o.uid))
+                })
+                .filter(|p| {
+                    pe.phase
+                        .as_deref()
+                        .is_none_or(|ph| crate::world::phase(p) == ph)
+                })
                 .count();
             if n != pe.count {
-                report.fail(format!("{n} pods of Jobs matching {} (phase {:?}), want {}", pe.select.describe(), pe.phase, pe.count));
+                report.fail(format!(
+                    "{n} pods of Jobs matching {} (phase {:?}), want {}",
+                    pe.select.describe(),
+                    pe.phase,
+                    pe.count
+                ));
             }
         }
     }
@@ -422,7 +485,10 @@ fn check_jobs(je: &JobExpect, objects: &Objects, report: &mut Report) {
     if let Some(count) = je.count
         && matching.len() != count
     {
-        report.fail(format!("{} Jobs match {what}, want {count}", matching.len()));
+        report.fail(format!(
+            "{} Jobs match {what}, want {count}",
+            matching.len()
+        ));
     }
     if je.count != Some(0) && matching.is_empty() {
         report.fail(format!("no Job matches {what}"));
@@ -438,10 +504,16 @@ fn check_jobs(je: &JobExpect, objects: &Objects, report: &mut Report) {
             bad(format!("failed={}, want {f}", status.failed.unwrap_or(0)));
         }
         if let Some(c) = &je.condition {
-            let (kind, reason) = c.split_once('/').map_or((c.as_str(), None), |(k, r)| (k, Some(r)));
+            let (kind, reason) = c
+                .split_once('/')
+                .map_or((c.as_str(), None), |(k, r)| (k, Some(r)));
             let ok = job_condition(job, kind)
                 && reason.is_none_or(|r| {
-                    status.conditions.iter().flatten().any(|x| x.type_ == kind && x.reason.as_deref() == Some(r))
+                    status
+                        .conditions
+                        .iter()
+                        .flatten()
+                        .any(|x| x.type_ == kind && x.reason.as_deref() == Some(r))
                 });
             if !ok {
                 bad(format!("condition {c} not True"));
@@ -455,7 +527,10 @@ fn check_jobs(je: &JobExpect, objects: &Objects, report: &mut Report) {
         if let Some(t) = je.ttl
             && spec.ttl_seconds_after_finished != Some(t)
         {
-            bad(format!("ttlSecondsAfterFinished={:?}, want {t}", spec.ttl_seconds_after_finished));
+            bad(format!(
+                "ttlSecondsAfterFinished={:?}, want {t}",
+                spec.ttl_seconds_after_finished
+            ));
         }
         if let Some(b) = je.backoff_limit
             && spec.backoff_limit != Some(b)
@@ -466,12 +541,18 @@ fn check_jobs(je: &JobExpect, objects: &Objects, report: &mut Report) {
         if let Some(d) = je.template_deadline
             && tpl.active_deadline_seconds != Some(d)
         {
-            bad(format!("template activeDeadlineSeconds={:?}, want {d}", tpl.active_deadline_seconds));
+            bad(format!(
+                "template activeDeadlineSeconds={:?}, want {d}",
+                tpl.active_deadline_seconds
+            ));
         }
         if let Some(d) = je.job_deadline
             && spec.active_deadline_seconds.unwrap_or(0) != d
         {
-            bad(format!("activeDeadlineSeconds={:?}, want {d}", spec.active_deadline_seconds));
+            bad(format!(
+                "activeDeadlineSeconds={:?}, want {d}",
+                spec.active_deadline_seconds
+            ));
         }
         if let Some(r) = &je.restart_policy
             && tpl.restart_policy.as_deref() != Some(r.as_str())

@@ -78,7 +78,13 @@ impl Summary {
         if let Some(f) = self.failures.first() {
             let _ = writeln!(out, "first failing seed {}:", f.seed);
             if let Some(v) = f.result.violations.first() {
-                let _ = writeln!(out, "  invariant {} at {}: {}", v.rule, show(v.at), v.message);
+                let _ = writeln!(
+                    out,
+                    "  invariant {} at {}: {}",
+                    v.rule,
+                    show(v.at),
+                    v.message
+                );
             }
             for u in f.result.failures.iter().take(5) {
                 let _ = writeln!(out, "  unmet: {u}");
@@ -106,7 +112,8 @@ pub fn explore(config: &ExploreConfig) -> Summary {
                 if result.met_at.is_some() && config.require_convergence {
                     summary.converged += 1;
                 }
-                let bad = !result.violations.is_empty() || (config.require_convergence && !result.passed);
+                let bad =
+                    !result.violations.is_empty() || (config.require_convergence && !result.passed);
                 if bad {
                     summary.failures.push(SeedFailure { seed, result });
                 }
@@ -197,7 +204,7 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
         reboot_down: Some(Dur(rng.range(10, 40) * 1000)),
         ..Default::default()
     });
-    let faults_stop = rng.range(60, 600) * 1000;
+    let faults_stop = rng.range(60, 300) * 1000;
     let mut timeline = vec![TimedAction {
         at: Dur(0),
         action: Action::Faults {
@@ -237,7 +244,7 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
         packages: scripts,
         timeline,
         end: Some(Dur(faults_stop + 10 * 60_000)),
-        run_for: (!converge).then_some(Dur(faults_stop + 5 * 60_000)),
+        run_for: (!converge).then_some(Dur(faults_stop + 3 * 60_000)),
         expect,
         options: BTreeMap::new(),
         ..Default::default()

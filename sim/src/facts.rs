@@ -45,10 +45,16 @@ pub fn job_facts(job: &Job) -> Option<JobFacts> {
     Some(JobFacts {
         nodewright,
         node,
-        package: text("name").or_else(|| labels.get(keys::PACKAGE).cloned()).unwrap_or_default(),
+        package: text("name")
+            .or_else(|| labels.get(keys::PACKAGE).cloned())
+            .unwrap_or_default(),
         version: text("version").unwrap_or_default(),
-        stage: text("stage").or_else(|| labels.get(keys::LABEL_STAGE).cloned()).unwrap_or_default(),
-        interrupt: labels.get(keys::LABEL_INTERRUPT).is_some_and(|v| v == "True"),
+        stage: text("stage")
+            .or_else(|| labels.get(keys::LABEL_STAGE).cloned())
+            .unwrap_or_default(),
+        interrupt: labels
+            .get(keys::LABEL_INTERRUPT)
+            .is_some_and(|v| v == "True"),
         unfinished: !job_finished(job) && job.metadata.deletion_timestamp.is_none(),
     })
 }
@@ -65,30 +71,44 @@ pub fn node_state(node: &Node, nw: &str) -> NodeState {
 
 /// An annotation value of a node.
 pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 /// True when the node is cordoned.
 pub fn unschedulable(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 /// True when the node carries any operator cordon annotation.
 pub fn holds_operator_cordon(node: &Node) -> bool {
     node.metadata.annotations.iter().flatten().any(|(k, v)| {
         v == "true"
-            && (k.starts_with(&format!("{}/cordon_", keys::PREFIX)) || k == keys::RUNTIME_REQUIRED_CORDON)
+            && (k.starts_with(&format!("{}/cordon_", keys::PREFIX))
+                || k == keys::RUNTIME_REQUIRED_CORDON)
     })
 }
 
 /// Nodes a NodeWright selects.
 pub fn selected<'a>(nw: &NodeWright, nodes: impl Iterator<Item = &'a Node>) -> Vec<&'a Node> {
     nodes
-        .filter(|n| crate::selector::matches(nw.spec.node_selector.as_ref(), n.metadata.labels.as_ref()))
+        .filter(|n| {
+            crate::selector::matches(nw.spec.node_selector.as_ref(), n.metadata.labels.as_ref())
+        })
         .collect()
 }
 
 /// True when the NodeWright annotation `key` is `"true"`.
 pub fn flag(nw: &NodeWright, key: &str) -> bool {
-    nw.metadata.annotations.as_ref().and_then(|a| a.get(key)).is_some_and(|v| v == "true")
+    nw.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .is_some_and(|v| v == "true")
 }

@@ -234,7 +234,13 @@ impl Interpreter<'_> {
                 ttl_seconds_after_finished,
                 annotations,
                 ..
-            } => self.patch_job(name, uid, *suspend, *ttl_seconds_after_finished, annotations),
+            } => self.patch_job(
+                name,
+                uid,
+                *suspend,
+                *ttl_seconds_after_finished,
+                annotations,
+            ),
             Effect::EndInterruptJob {
                 name,
                 uid,
@@ -243,7 +249,10 @@ impl Interpreter<'_> {
                 ..
             } => self.end_interrupt_job(name, uid, resource_version.as_deref(), *restarts),
             Effect::DeletePod {
-                namespace, name, uid, ..
+                namespace,
+                name,
+                uid,
+                ..
             } => removal(self.world.store.delete::<Pod>(
                 Some(namespace),
                 name,
@@ -282,8 +291,12 @@ impl Interpreter<'_> {
                 }
                 Err(e) => Outcome::Dropped(format!("precondition failed: {e:?}")),
             },
-            Effect::PatchStatus { nodewright, status } => self.patch_status(snapshot, nodewright, status),
-            Effect::AddFinalizer { nodewright, uid } => self.set_finalizer(snapshot, nodewright, uid, true),
+            Effect::PatchStatus { nodewright, status } => {
+                self.patch_status(snapshot, nodewright, status)
+            }
+            Effect::AddFinalizer { nodewright, uid } => {
+                self.set_finalizer(snapshot, nodewright, uid, true)
+            }
             Effect::RemoveFinalizer { nodewright, uid } => {
                 self.set_finalizer(snapshot, nodewright, uid, false)
             }
@@ -291,13 +304,15 @@ impl Interpreter<'_> {
                 config_map,
                 expect_resource_version,
             } => self.upsert_config_map(config_map, expect_resource_version.as_deref()),
-            Effect::DeleteConfigMap { name, uid, .. } => removal(self.world.store.delete::<ConfigMap>(
-                Some(&ns),
-                name,
-                Some(uid),
-                Propagation::Background,
-                false,
-            )),
+            Effect::DeleteConfigMap { name, uid, .. } => {
+                removal(self.world.store.delete::<ConfigMap>(
+                    Some(&ns),
+                    name,
+                    Some(uid),
+                    Propagation::Background,
+                    false,
+                ))
+            }
             Effect::Event(spec) => {
                 self.events.push((**spec).clone());
                 Outcome::Applied
@@ -326,10 +341,18 @@ impl Interpreter<'_> {
                         .get_or_insert_with(Default::default);
                     labels.insert("batch.kubernetes.io/controller-uid".into(), uid.clone());
                     labels.insert("batch.kubernetes.io/job-name".into(), name.clone());
-                    spec.selector = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
-                        match_labels: Some([("batch.kubernetes.io/controller-uid".to_string(), uid.clone())].into()),
-                        ..Default::default()
-                    });
+                    spec.selector = Some(
+                        k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                            match_labels: Some(
+                                [(
+                                    "batch.kubernetes.io/controller-uid".to_string(),
+                                    uid.clone(),
+                                )]
+                                .into(),
+                            ),
+                            ..Default::default()
+                        },
+                    );
                 });
                 if let Ok(job) = written {
                     self.written.push(Written::JobCreated(Box::new(job)));
@@ -378,7 +401,13 @@ impl Interpreter<'_> {
         }
     }
 
-    fn end_interrupt_job(&mut self, name: &str, uid: &str, rv: Option<&str>, restarts: i32) -> Outcome {
+    fn end_interrupt_job(
+        &mut self,
+        name: &str,
+        uid: &str,
+        rv: Option<&str>,
+        restarts: i32,
+    ) -> Outcome {
         let ns = self.config.namespace.clone();
         let Some(job) = self.world.store.get::<Job>(Some(&ns), name).cloned() else {
             return Outcome::Noop;
@@ -405,8 +434,18 @@ impl Interpreter<'_> {
             .objects
             .pods
             .values()
-            .filter(|p| p.metadata.owner_references.iter().flatten().any(|o| o.uid == uid))
-            .flat_map(|p| p.status.iter().flat_map(|s| s.init_container_statuses.iter().flatten()))
+            .filter(|p| {
+                p.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .flat_map(|p| {
+                p.status
+                    .iter()
+                    .flat_map(|s| s.init_container_statuses.iter().flatten())
+            })
             .filter(|c| c.name == "interrupt")
             .map(|c| c.restart_count)
             .max()
@@ -427,7 +466,12 @@ impl Interpreter<'_> {
         }
     }
 
-    fn patch_status(&mut self, snapshot: &Snapshot, name: &str, status: &nodewright_crds::NodeWrightStatus) -> Outcome {
+    fn patch_status(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &str,
+        status: &nodewright_crds::NodeWrightStatus,
+    ) -> Outcome {
         let seen = snapshot
             .nodewrights
             .iter()
@@ -451,7 +495,13 @@ impl Interpreter<'_> {
         }
     }
 
-    fn set_finalizer(&mut self, snapshot: &Snapshot, name: &str, uid: &str, present: bool) -> Outcome {
+    fn set_finalizer(
+        &mut self,
+        snapshot: &Snapshot,
+        name: &str,
+        uid: &str,
+        present: bool,
+    ) -> Outcome {
         let mut seen = snapshot
             .nodewrights
             .iter()
@@ -467,7 +517,12 @@ impl Interpreter<'_> {
             if nw.metadata.uid.as_deref() != Some(uid) {
                 return Outcome::Dropped(format!("NodeWright {name} was recreated"));
             }
-            let has = nw.metadata.finalizers.iter().flatten().any(|f| f == keys::FINALIZER);
+            let has = nw
+                .metadata
+                .finalizers
+                .iter()
+                .flatten()
+                .any(|f| f == keys::FINALIZER);
             if has == present {
                 return Outcome::Noop;
             }
@@ -529,7 +584,9 @@ impl Interpreter<'_> {
             let Some(current) = self.world.store.objects.nodes.get(&patch.node).cloned() else {
                 return Outcome::Noop;
             };
-            if built.needs_rv && current.metadata.resource_version != fresh.metadata.resource_version {
+            if built.needs_rv
+                && current.metadata.resource_version != fresh.metadata.resource_version
+            {
                 continue;
             }
             let after = built.apply_to(current.clone());
@@ -545,7 +602,10 @@ impl Interpreter<'_> {
                 Err(_) => return Outcome::Noop,
             }
         }
-        Outcome::Failed(format!("conflict retries exhausted ({})", self.config.conflict_attempts))
+        Outcome::Failed(format!(
+            "conflict retries exhausted ({})",
+            self.config.conflict_attempts
+        ))
     }
 
     /// Another writer touches the node (an unrelated annotation), moving its resourceVersion.
@@ -587,8 +647,16 @@ impl BuiltNode {
                 }
             }
         };
-        set(node.metadata.annotations.get_or_insert_with(Default::default), &self.annotations);
-        set(node.metadata.labels.get_or_insert_with(Default::default), &self.labels);
+        set(
+            node.metadata
+                .annotations
+                .get_or_insert_with(Default::default),
+            &self.annotations,
+        );
+        set(
+            node.metadata.labels.get_or_insert_with(Default::default),
+            &self.labels,
+        );
         let spec = node.spec.get_or_insert_with(Default::default);
         if let Some(t) = &self.taints {
             spec.taints = Some(t.clone());
@@ -600,7 +668,10 @@ impl BuiltNode {
     }
 }
 
-fn delta(current: &BTreeMap<String, String>, wanted: &BTreeMap<String, Option<String>>) -> BTreeMap<String, Option<String>> {
+fn delta(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, Option<String>>,
+) -> BTreeMap<String, Option<String>> {
     wanted
         .iter()
         .filter(|(k, v)| current.get(*k) != v.as_ref())
@@ -617,7 +688,9 @@ fn build_node(fresh: &Node, patch: &NodePatch) -> Result<Option<BuiltNode>, Buil
         if !docs.contains_key(&change.nodewright) {
             let parsed = match current.get(&keys::node_state(&change.nodewright)) {
                 None => NodeState::default(),
-                Some(text) => NodeState::parse(text).map_err(|e| BuildError::Malformed(e.to_string()))?,
+                Some(text) => {
+                    NodeState::parse(text).map_err(|e| BuildError::Malformed(e.to_string()))?
+                }
             };
             docs.insert(change.nodewright.clone(), parsed);
         }
@@ -657,10 +730,15 @@ fn build_node(fresh: &Node, patch: &NodePatch) -> Result<Option<BuiltNode>, Buil
             state_changed = true;
         }
     }
-    let labels = delta(&fresh.metadata.labels.clone().unwrap_or_default(), &patch.labels);
+    let labels = delta(
+        &fresh.metadata.labels.clone().unwrap_or_default(),
+        &patch.labels,
+    );
     let spec = fresh.spec.clone().unwrap_or_default();
     let taints = new_taints(spec.taints.as_deref().unwrap_or_default(), patch);
-    let unschedulable = patch.unschedulable.filter(|u| *u != spec.unschedulable.unwrap_or(false));
+    let unschedulable = patch
+        .unschedulable
+        .filter(|u| *u != spec.unschedulable.unwrap_or(false));
     if annotations.is_empty() && labels.is_empty() && taints.is_none() && unschedulable.is_none() {
         return Ok(None);
     }

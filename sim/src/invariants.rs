@@ -53,18 +53,33 @@ impl Checker {
                 && !facts::holds_operator_cordon(node)
                 && !self.user_cordoned.contains(&name)
             {
-                self.report(at, "I5 cordon-ownership", format!("node {name} is unschedulable without any cordon annotation"));
+                self.report(
+                    at,
+                    "I5 cordon-ownership",
+                    format!("node {name} is unschedulable without any cordon annotation"),
+                );
             }
             for nw in objects.nodewrights.values() {
                 let nw_name = nw.metadata.name.clone().unwrap_or_default();
                 if facts::annotation(node, &keys::node_status(&nw_name)) == Some("complete")
                     && facts::annotation(node, &keys::cordon(&nw_name)) == Some("true")
                 {
-                    self.report(at, "I6 complete-uncordoned", format!("node {name} is complete for {nw_name} but still holds its cordon"));
+                    self.report(
+                        at,
+                        "I6 complete-uncordoned",
+                        format!("node {name} is complete for {nw_name} but still holds its cordon"),
+                    );
                 }
                 for (key, entry) in facts::node_state(node, &nw_name).0 {
                     if entry.state == Some(State::Skipped) && entry.stage != Stage::Interrupt {
-                        self.report(at, "I11 stage-legality", format!("node {name} {nw_name} entry {key} is skipped at stage {}", entry.stage));
+                        self.report(
+                            at,
+                            "I11 stage-legality",
+                            format!(
+                                "node {name} {nw_name} entry {key} is skipped at stage {}",
+                                entry.stage
+                            ),
+                        );
                     }
                 }
             }
@@ -75,7 +90,14 @@ impl Checker {
             let offset = nw.status.as_ref().map_or(0, |s| s.node_order_offset);
             let previous = self.node_order_offset.insert(uid, offset).unwrap_or(0);
             if offset < previous {
-                self.report(at, "I20 monotonic", format!("{} nodeOrderOffset went from {previous} to {offset}", nw.metadata.name.clone().unwrap_or_default()));
+                self.report(
+                    at,
+                    "I20 monotonic",
+                    format!(
+                        "{} nodeOrderOffset went from {previous} to {offset}",
+                        nw.metadata.name.clone().unwrap_or_default()
+                    ),
+                );
             }
         }
     }
@@ -91,7 +113,15 @@ impl Checker {
         }
         for ((nw, node, pkg), jobs) in seen {
             if jobs.len() > 1 {
-                self.report(at, "I1 one-executor", format!("{nw} has {} unfinished executors for package {pkg} on {node}: {}", jobs.len(), jobs.join(", ")));
+                self.report(
+                    at,
+                    "I1 one-executor",
+                    format!(
+                        "{nw} has {} unfinished executors for package {pkg} on {node}: {}",
+                        jobs.len(),
+                        jobs.join(", ")
+                    ),
+                );
             }
         }
     }
@@ -124,7 +154,15 @@ impl Checker {
             })
             .collect();
         if out.len() as i32 > bound {
-            self.report(at, "I7 budget", format!("{name} has {} nodes out ({}) with a budget of {bound}", out.len(), out.join(", ")));
+            self.report(
+                at,
+                "I7 budget",
+                format!(
+                    "{name} has {} nodes out ({}) with a budget of {bound}",
+                    out.len(),
+                    out.join(", ")
+                ),
+            );
         }
     }
 
@@ -144,25 +182,54 @@ impl Checker {
                             .map(|o| format!("{}/{}/{}", o.nodewright, o.package, o.stage))
                             .collect();
                         if !others.is_empty() {
-                            self.report(at, "I2 no-interrupt-beside-work", format!("interrupt executor for {} on {} created while {} unfinished", f.package, f.node, others.join(", ")));
+                            self.report(
+                                at,
+                                "I2 no-interrupt-beside-work",
+                                format!(
+                                    "interrupt executor for {} on {} created while {} unfinished",
+                                    f.package,
+                                    f.node,
+                                    others.join(", ")
+                                ),
+                            );
                         }
                     }
                 }
-                Written::Node { before, after, entries } => {
+                Written::Node {
+                    before,
+                    after,
+                    entries,
+                } => {
                     let node = after.metadata.name.clone().unwrap_or_default();
                     let (was, is) = (facts::unschedulable(before), facts::unschedulable(after));
                     if was != is {
-                        if !facts::holds_operator_cordon(before) && !facts::holds_operator_cordon(after) {
+                        if !facts::holds_operator_cordon(before)
+                            && !facts::holds_operator_cordon(after)
+                        {
                             self.report(at, "I5 cordon-ownership", format!("operator changed unschedulable on {node} without holding a cordon annotation"));
                         } else if is && !facts::holds_operator_cordon(after) {
-                            self.report(at, "I5 cordon-ownership", format!("operator cordoned {node} without a cordon annotation"));
+                            self.report(
+                                at,
+                                "I5 cordon-ownership",
+                                format!("operator cordoned {node} without a cordon annotation"),
+                            );
                         } else if !is && facts::holds_operator_cordon(after) {
-                            self.report(at, "I5 cordon-ownership", format!("operator uncordoned {node} while a cordon annotation remains"));
+                            self.report(
+                                at,
+                                "I5 cordon-ownership",
+                                format!(
+                                    "operator uncordoned {node} while a cordon annotation remains"
+                                ),
+                            );
                         }
                     }
                     for t in entries {
                         if let Some(why) = illegal_transition(t) {
-                            self.report(at, "I11 stage-legality", format!("{} {} {}: {why}", t.nodewright, t.node, t.key));
+                            self.report(
+                                at,
+                                "I11 stage-legality",
+                                format!("{} {} {}: {why}", t.nodewright, t.node, t.key),
+                            );
                         }
                     }
                 }
@@ -177,7 +244,12 @@ impl Checker {
             .iter()
             .map(|nw| (nw.metadata.name.clone().unwrap_or_default(), nw))
             .collect();
-        let unfinished: Vec<_> = snapshot.jobs.iter().filter_map(job_facts).filter(|f| f.unfinished).collect();
+        let unfinished: Vec<_> = snapshot
+            .jobs
+            .iter()
+            .filter_map(job_facts)
+            .filter(|f| f.unfinished)
+            .collect();
         let mut deleted: BTreeSet<String> = BTreeSet::new();
         let mut started: BTreeSet<(String, String, String)> = BTreeSet::new();
         let mut interrupts: BTreeSet<(String, String)> = BTreeSet::new();
@@ -190,37 +262,78 @@ impl Checker {
                     let Some(f) = job_facts(job) else { continue };
                     if let Some(nw) = nws.get(&f.nodewright) {
                         if facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE) {
-                            self.report(at, "I14 paused-disabled", format!("executor started for paused/disabled {} on {}", f.nodewright, f.node));
+                            self.report(
+                                at,
+                                "I14 paused-disabled",
+                                format!(
+                                    "executor started for paused/disabled {} on {}",
+                                    f.nodewright, f.node
+                                ),
+                            );
                         }
                         self.dependencies(nw, &f, snapshot, at);
                     }
                     let live_same: Vec<_> = snapshot
                         .jobs
                         .iter()
-                        .filter(|j| !deleted.contains(j.metadata.name.as_deref().unwrap_or_default()))
+                        .filter(|j| {
+                            !deleted.contains(j.metadata.name.as_deref().unwrap_or_default())
+                        })
                         .filter_map(job_facts)
                         .filter(|o| o.unfinished && o.node == f.node)
                         .collect();
-                    if live_same.iter().any(|o| o.nodewright == f.nodewright && o.package == f.package) {
-                        self.report(at, "I1 one-executor", format!("start of {}/{} on {} while one is unfinished", f.nodewright, f.package, f.node));
+                    if live_same
+                        .iter()
+                        .any(|o| o.nodewright == f.nodewright && o.package == f.package)
+                    {
+                        self.report(
+                            at,
+                            "I1 one-executor",
+                            format!(
+                                "start of {}/{} on {} while one is unfinished",
+                                f.nodewright, f.package, f.node
+                            ),
+                        );
                     }
                     if !started.insert((f.nodewright.clone(), f.node.clone(), f.package.clone())) {
-                        self.report(at, "I1 one-executor", format!("two starts of {}/{} on {} in one pass", f.nodewright, f.package, f.node));
+                        self.report(
+                            at,
+                            "I1 one-executor",
+                            format!(
+                                "two starts of {}/{} on {} in one pass",
+                                f.nodewright, f.package, f.node
+                            ),
+                        );
                     }
                     if f.interrupt {
                         if !live_same.is_empty() {
                             self.report(at, "I2 no-interrupt-beside-work", format!("interrupt start on {} while the snapshot shows unfinished executors", f.node));
                         }
                         if !interrupts.insert((f.nodewright.clone(), f.node.clone())) {
-                            self.report(at, "I2 no-interrupt-beside-work", format!("two interrupt starts for {} on {} in one pass", f.nodewright, f.node));
+                            self.report(
+                                at,
+                                "I2 no-interrupt-beside-work",
+                                format!(
+                                    "two interrupt starts for {} on {} in one pass",
+                                    f.nodewright, f.node
+                                ),
+                            );
                         }
                     }
                 }
-                Effect::Evict { namespace, name, context, .. } => {
+                Effect::Evict {
+                    namespace,
+                    name,
+                    context,
+                    ..
+                } => {
                     let node = snapshot
                         .workload_pods
                         .iter()
-                        .find(|p| p.metadata.name.as_deref() == Some(name) && p.metadata.namespace.as_deref() == Some(namespace))
+                        .find(|p| {
+                            p.metadata.name.as_deref() == Some(name)
+                                && p.metadata.namespace.as_deref() == Some(namespace)
+                        })
                         .and_then(|p| p.spec.as_ref()?.node_name.clone())
                         .or_else(|| context.node.clone())
                         .unwrap_or_default();
@@ -228,17 +341,36 @@ impl Checker {
                         .nodes
                         .iter()
                         .find(|n| n.metadata.name.as_deref() == Some(&node))
-                        .is_some_and(|n| facts::unschedulable(n) && facts::holds_operator_cordon(n));
+                        .is_some_and(|n| {
+                            facts::unschedulable(n) && facts::holds_operator_cordon(n)
+                        });
                     if !cordoned {
-                        self.report(at, "I4 drain-after-cordon", format!("eviction of {namespace}/{name} on {node} before a durable cordon"));
+                        self.report(
+                            at,
+                            "I4 drain-after-cordon",
+                            format!(
+                                "eviction of {namespace}/{name} on {node} before a durable cordon"
+                            ),
+                        );
                     }
                     if let Some(nw) = context.nodewright.as_ref().and_then(|n| nws.get(n))
                         && (facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE))
                     {
-                        self.report(at, "I14 paused-disabled", format!("eviction for paused/disabled {}", context.nodewright.clone().unwrap_or_default()));
+                        self.report(
+                            at,
+                            "I14 paused-disabled",
+                            format!(
+                                "eviction for paused/disabled {}",
+                                context.nodewright.clone().unwrap_or_default()
+                            ),
+                        );
                     }
                 }
-                Effect::PatchJob { name, suspend: Some(false), .. } => {
+                Effect::PatchJob {
+                    name,
+                    suspend: Some(false),
+                    ..
+                } => {
                     let owner = snapshot
                         .jobs
                         .iter()
@@ -248,16 +380,29 @@ impl Checker {
                     if let Some(nw) = owner.as_ref().and_then(|o| nws.get(o))
                         && (facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE))
                     {
-                        self.report(at, "I15 disabled-never-resumes", format!("job {name} of paused/disabled {} un-suspended", owner.unwrap_or_default()));
+                        self.report(
+                            at,
+                            "I15 disabled-never-resumes",
+                            format!(
+                                "job {name} of paused/disabled {} un-suspended",
+                                owner.unwrap_or_default()
+                            ),
+                        );
                     }
                 }
                 Effect::PatchNode(patch) => {
                     for (key, value) in &patch.annotations {
                         if let Some(nw) = key.strip_prefix(&format!("{}/cordon_", keys::PREFIX))
                             && value.is_some()
-                            && nws.get(nw).is_some_and(|n| facts::flag(n, keys::PAUSE) || facts::flag(n, keys::DISABLE))
+                            && nws.get(nw).is_some_and(|n| {
+                                facts::flag(n, keys::PAUSE) || facts::flag(n, keys::DISABLE)
+                            })
                         {
-                            self.report(at, "I14 paused-disabled", format!("cordon of {} for paused/disabled {nw}", patch.node));
+                            self.report(
+                                at,
+                                "I14 paused-disabled",
+                                format!("cordon of {} for paused/disabled {nw}", patch.node),
+                            );
                         }
                     }
                 }
@@ -267,24 +412,41 @@ impl Checker {
         let _ = unfinished;
     }
 
-    fn dependencies(&mut self, nw: &NodeWright, f: &facts::JobFacts, snapshot: &Snapshot, at: SimTime) {
-        let Ok(stage) = serde_json::from_value::<Stage>(serde_json::Value::String(f.stage.clone())) else {
+    fn dependencies(
+        &mut self,
+        nw: &NodeWright,
+        f: &facts::JobFacts,
+        snapshot: &Snapshot,
+        at: SimTime,
+    ) {
+        let Ok(stage) = serde_json::from_value::<Stage>(serde_json::Value::String(f.stage.clone()))
+        else {
             return;
         };
         if stage.in_uninstall_cycle() {
             return;
         }
-        let Some(pkg) = nw.spec.packages.values().find(|p| p.name == f.package || p.name.is_empty()) else {
+        let Some(pkg) = nw
+            .spec
+            .packages
+            .values()
+            .find(|p| p.name == f.package || p.name.is_empty())
+        else {
             return;
         };
-        let Some(node) = snapshot.nodes.iter().find(|n| n.metadata.name.as_deref() == Some(&f.node)) else {
+        let Some(node) = snapshot
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(&f.node))
+        else {
             return;
         };
         let nw_name = nw.metadata.name.clone().unwrap_or_default();
         let state = facts::node_state(node, &nw_name);
         for (dep, version) in &pkg.depends_on {
             let done = state.get(dep, version).is_some_and(|e| {
-                e.state == Some(State::Complete) && matches!(e.stage, Stage::Config | Stage::PostInterrupt)
+                e.state == Some(State::Complete)
+                    && matches!(e.stage, Stage::Config | Stage::PostInterrupt)
             });
             if !done {
                 self.report(at, "I9 dependencies", format!("{nw_name}: {} {} started on {} before dependency {dep}|{version} is complete", f.package, f.stage, f.node));
@@ -310,17 +472,27 @@ fn next_stage(stage: Stage) -> Option<Stage> {
 pub fn illegal_transition(t: &EntryTransition) -> Option<String> {
     let (Some(from), Some(to)) = (&t.from, &t.to) else {
         return match (&t.from, &t.to) {
-            (None, Some(to)) if to.state == Some(State::Skipped) => Some("created as skipped".into()),
+            (None, Some(to)) if to.state == Some(State::Skipped) => {
+                Some("created as skipped".into())
+            }
             _ => None,
         };
     };
-    let show = |e: &PackageStatus| format!("({}, {})", e.stage, e.state.map_or("-", |s| s.as_str()));
+    let show =
+        |e: &PackageStatus| format!("({}, {})", e.stage, e.state.map_or("-", |s| s.as_str()));
     if to.state == Some(State::Skipped) && to.stage != Stage::Interrupt {
         return Some(format!("skipped at {}", to.stage));
     }
     if from.stage == to.stage {
-        if from.state == Some(State::Complete) && to.state != Some(State::Complete) && to.stage != Stage::Config {
-            return Some(format!("complete entry regressed {} -> {}", show(from), show(to)));
+        if from.state == Some(State::Complete)
+            && to.state != Some(State::Complete)
+            && to.stage != Stage::Config
+        {
+            return Some(format!(
+                "complete entry regressed {} -> {}",
+                show(from),
+                show(to)
+            ));
         }
         return None;
     }
@@ -331,7 +503,12 @@ pub fn illegal_transition(t: &EntryTransition) -> Option<String> {
         (Stage::UninstallInterrupt, s) if is_install(s) => false,
         (s, Stage::Uninstall) => is_install(s) && from.state == Some(State::Complete),
         (s, n) if next_stage(s) == Some(n) => from.state == Some(State::Complete),
-        (_, s) => from.state != Some(State::Complete) && to.state == Some(State::InProgress) && to.restarts == 0 && is_install(s),
+        (_, s) => {
+            from.state != Some(State::Complete)
+                && to.state == Some(State::InProgress)
+                && to.restarts == 0
+                && is_install(s)
+        }
     };
     (!ok).then(|| format!("illegal transition {} -> {}", show(from), show(to)))
 }

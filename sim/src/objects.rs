@@ -95,7 +95,10 @@ object!(PodDisruptionBudget, PodDisruptionBudget, pdbs);
 
 /// The storage key of an object: `name` for cluster-scoped kinds, `namespace/name` otherwise.
 pub fn key_of(meta: &ObjectMeta) -> String {
-    key(meta.namespace.as_deref(), meta.name.as_deref().unwrap_or_default())
+    key(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
 }
 
 /// The storage key for a namespace (or none) and a name.
@@ -265,7 +268,9 @@ impl AnyObject {
             .to_string();
         let kind = Kind::parse(&kind_text).ok_or(format!("unsupported kind {kind_text:?}"))?;
         fn read<T: DeserializeOwned>(v: serde_json::Value) -> Result<Box<T>, String> {
-            serde_json::from_value(v).map(Box::new).map_err(|e| e.to_string())
+            serde_json::from_value(v)
+                .map(Box::new)
+                .map_err(|e| e.to_string())
         }
         Ok(match kind {
             Kind::Node => AnyObject::Node(read(value)?),

@@ -204,12 +204,13 @@ impl Operator {
 
     fn pull_events(&mut self, world: &World, now: SimTime) -> bool {
         let log = &world.store.log;
-        for index in self.cursor..log.len() {
+        for (index, event) in log.iter().enumerate().skip(self.cursor) {
             if self.rng.chance(self.faults.drop_watch) {
                 self.dropped_since_relist = true;
                 continue;
             }
-            self.inflight.push((log[index].at + self.faults.cache_lag.0, index));
+            self.inflight
+                .push((event.at + self.faults.cache_lag.0, index));
         }
         self.cursor = log.len();
         self.inflight.sort();
@@ -246,7 +247,8 @@ impl Operator {
                 checker.violations.push(crate::invariants::Violation {
                     at: now,
                     rule: "I21 determinism".into(),
-                    message: "two runs of the core on the same snapshot produced different plans".into(),
+                    message: "two runs of the core on the same snapshot produced different plans"
+                        .into(),
                 });
             }
         }
@@ -266,7 +268,15 @@ impl Operator {
             crash_at = Some((k, self.faults.restart_after.0.max(1_000), false));
         }
         let limit = crash_at.map(|c| c.0);
-        let wants_requeue = self.apply(world, checker, &snapshot, &plan.effects, now, self.passes, limit);
+        let wants_requeue = self.apply(
+            world,
+            checker,
+            &snapshot,
+            &plan.effects,
+            now,
+            self.passes,
+            limit,
+        );
         if let Some((k, down, late)) = crash_at {
             self.crash(now, down);
             if late && k < plan.effects.len() {
@@ -275,7 +285,9 @@ impl Operator {
             return;
         }
         self.snapshot = Some(snapshot);
-        let mut next: Option<SimTime> = plan.requeue_after.map(|d| now + (d.as_millis() as SimTime).max(1));
+        let mut next: Option<SimTime> = plan
+            .requeue_after
+            .map(|d| now + (d.as_millis() as SimTime).max(1));
         if !plan.errors.is_empty() {
             next = Some(now + self.error_backoff);
             self.error_backoff = (self.error_backoff * 2).min(60_000);
@@ -330,7 +342,10 @@ impl Operator {
                 interpreter.apply_one(snapshot, effect)
             };
             scope.record(effect, &outcome);
-            wants_requeue |= matches!(outcome, Outcome::Dropped(_) | Outcome::Waiting(_) | Outcome::Skipped);
+            wants_requeue |= matches!(
+                outcome,
+                Outcome::Dropped(_) | Outcome::Waiting(_) | Outcome::Skipped
+            );
             *self
                 .outcomes
                 .entry(format!("{}/{}", effect_kind(effect), outcome.label()))

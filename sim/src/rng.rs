@@ -36,6 +36,10 @@ impl Rng {
 
     /// A uniformly chosen element.
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        if items.is_empty() { None } else { items.get(self.below(items.len() as u64) as usize) }
+        if items.is_empty() {
+            None
+        } else {
+            items.get(self.below(items.len() as u64) as usize)
+        }
     }
 }

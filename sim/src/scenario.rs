@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, Pod, PodSpec, PodStatus, Taint, Container};
+use k8s_openapi::api::core::v1::{Container, Node, NodeSpec, Pod, PodSpec, PodStatus, Taint};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -271,16 +271,25 @@ impl Scenario {
                 };
                 let mut node = node;
                 crate::world::set_ready_for_start(&mut node, &name);
-                world.store.create(node).map_err(|e| format!("node {name}: {e:?}"))?;
+                world
+                    .store
+                    .create(node)
+                    .map_err(|e| format!("node {name}: {e:?}"))?;
                 world.nodes.insert(name, NodeRun::default());
             }
         }
         for def in &self.cluster.pdbs {
-            world.store.create(pdb(def)).map_err(|e| format!("pdb {}: {e:?}", def.name))?;
+            world
+                .store
+                .create(pdb(def))
+                .map_err(|e| format!("pdb {}: {e:?}", def.name))?;
         }
         for def in &self.cluster.pods {
             for pod in pods(def) {
-                world.store.create(pod).map_err(|e| format!("pod {}: {e:?}", def.name))?;
+                world
+                    .store
+                    .create(pod)
+                    .map_err(|e| format!("pod {}: {e:?}", def.name))?;
             }
         }
         for object in &self.objects {
@@ -291,7 +300,13 @@ impl Scenario {
 
     /// Runs the scenario against `reconcile` (the real core unless testing).
     pub fn run(&self, reconcile: ReconcileFn, record: bool) -> Result<RunResult, String> {
-        self.run_with(reconcile, RunConfig { trace: record, ..RunConfig::default() })
+        self.run_with(
+            reconcile,
+            RunConfig {
+                trace: record,
+                ..RunConfig::default()
+            },
+        )
     }
 
     /// Runs the scenario with explicit recording settings.
@@ -328,7 +343,10 @@ impl Scenario {
         let mut next_checkpoint = 0;
         let mut met_at = None;
         loop {
-            while let Some(c) = checkpoints.get(next_checkpoint).filter(|c| c.at.0 <= sim.now) {
+            while let Some(c) = checkpoints
+                .get(next_checkpoint)
+                .filter(|c| c.at.0 <= sim.now)
+            {
                 let mut r = Report::default();
                 c.expect.check(&sim.world.store.objects, &mut r);
                 for f in r.failures {
@@ -359,18 +377,31 @@ impl Scenario {
             let mut r = Report::default();
             c.expect.check(&sim.world.store.objects, &mut r);
             for f in r.failures {
-                report.failures.push(format!("at {} (run ended at {}): {f}", show(c.at.0), show(sim.now)));
+                report.failures.push(format!(
+                    "at {} (run ended at {}): {f}",
+                    show(c.at.0),
+                    show(sim.now)
+                ));
             }
         }
         let mut final_report = Report::default();
-        self.expect.check(&sim.world.store.objects, &mut final_report);
+        self.expect
+            .check(&sim.world.store.objects, &mut final_report);
         report.failures.extend(final_report.failures);
         if let (Some(within), Some(met)) = (self.expect.within, met_at)
             && met > within.0
         {
-            report.failures.push(format!("expectations met at {} but required within {}", show(met), show(within.0)));
+            report.failures.push(format!(
+                "expectations met at {} but required within {}",
+                show(met),
+                show(within.0)
+            ));
         }
-        report.failures.extend(sim.action_errors.iter().map(|e| format!("action failed {e}")));
+        report.failures.extend(
+            sim.action_errors
+                .iter()
+                .map(|e| format!("action failed {e}")),
+        );
         let mut timeline = sim.timeline.take().unwrap_or_default();
         timeline.finish(sim.now);
         let violations = sim.checker.violations.clone();
@@ -396,8 +427,14 @@ fn node_names(def: &NodeDef) -> Vec<String> {
     match (&def.name, def.count) {
         (Some(name), None) => vec![name.clone()],
         (name, count) => {
-            let prefix = def.prefix.clone().or(name.clone()).unwrap_or_else(|| "worker-".into());
-            (1..=count.unwrap_or(1)).map(|i| format!("{prefix}{i}")).collect()
+            let prefix = def
+                .prefix
+                .clone()
+                .or(name.clone())
+                .unwrap_or_else(|| "worker-".into());
+            (1..=count.unwrap_or(1))
+                .map(|i| format!("{prefix}{i}"))
+                .collect()
         }
     }
 }

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 /// True when `labels` match `selector`; an absent or empty selector matches everything.
-pub fn matches(selector: Option<&LabelSelector>, labels: Option<&BTreeMap<String, String>>) -> bool {
+pub fn matches(
+    selector: Option<&LabelSelector>,
+    labels: Option<&BTreeMap<String, String>>,
+) -> bool {
     let Some(selector) = selector else {
         return true;
     };

@@ -40,7 +40,9 @@ impl Simulation {
         let mut checker = Checker::default();
         for node in world.store.objects.nodes.values() {
             if crate::facts::unschedulable(node) {
-                checker.user_cordoned.insert(node.metadata.name.clone().unwrap_or_default());
+                checker
+                    .user_cordoned
+                    .insert(node.metadata.name.clone().unwrap_or_default());
             }
         }
         Simulation {
@@ -104,10 +106,18 @@ impl Simulation {
     }
 
     fn run_due_actions(&mut self, now: SimTime) {
-        while let Some(a) = self.actions.get(self.next_action).filter(|a| a.at.0 <= now).cloned() {
+        while let Some(a) = self
+            .actions
+            .get(self.next_action)
+            .filter(|a| a.at.0 <= now)
+            .cloned()
+        {
             self.next_action += 1;
             match &a.action {
-                Action::CrashOperator { after_effects, down } => {
+                Action::CrashOperator {
+                    after_effects,
+                    down,
+                } => {
                     self.operator.crash_next_pass = Some((*after_effects, down.0, false));
                     self.operator.next_pass.get_or_insert(now);
                 }
@@ -135,7 +145,8 @@ impl Simulation {
 
     fn record(&mut self, result: Result<(), String>, now: SimTime) {
         if let Err(e) = result {
-            self.action_errors.push(format!("at {}: {e}", crate::time::show(now)));
+            self.action_errors
+                .push(format!("at {}: {e}", crate::time::show(now)));
         }
     }
 

@@ -18,7 +18,8 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
     let mut workload_pods = Vec::new();
     for pod in objects.pods.values() {
         let m = &pod.metadata;
-        if in_ns(&m.namespace) && has(&m.labels, keys::LABEL_NAME) && has(&m.labels, keys::PACKAGE) {
+        if in_ns(&m.namespace) && has(&m.labels, keys::LABEL_NAME) && has(&m.labels, keys::PACKAGE)
+        {
             executor_pods.push(pod.clone());
         } else if !in_ns(&m.namespace) {
             workload_pods.push(pod.clone());
@@ -41,7 +42,8 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
             .values()
             .filter(|c| {
                 in_ns(&c.metadata.namespace)
-                    && (has(&c.metadata.labels, keys::LABEL_NAME) || has(&c.metadata.labels, keys::NODE_META))
+                    && (has(&c.metadata.labels, keys::LABEL_NAME)
+                        || has(&c.metadata.labels, keys::NODE_META))
             })
             .cloned()
             .collect(),

@@ -119,7 +119,11 @@ impl Store {
 
     /// Replaces an object, optionally guarded by a resourceVersion. An object being deleted whose
     /// last finalizer goes away is removed.
-    pub fn update<T: Object>(&mut self, mut object: T, expect_rv: Option<&str>) -> Result<T, ApiError> {
+    pub fn update<T: Object>(
+        &mut self,
+        mut object: T,
+        expect_rv: Option<&str>,
+    ) -> Result<T, ApiError> {
         let k = crate::objects::key_of(object.meta());
         let Some(current) = T::table(&self.objects).get(&k) else {
             return Err(ApiError::NotFound);
@@ -161,7 +165,10 @@ impl Store {
         name: &str,
         change: impl FnOnce(&mut T),
     ) -> Result<T, ApiError> {
-        let mut object = self.get::<T>(namespace, name).cloned().ok_or(ApiError::NotFound)?;
+        let mut object = self
+            .get::<T>(namespace, name)
+            .cloned()
+            .ok_or(ApiError::NotFound)?;
         let before = object.clone();
         change(&mut object);
         if object == before {
@@ -192,7 +199,11 @@ impl Store {
         if object.meta().deletion_timestamp.is_some() {
             return Ok(());
         }
-        let has_finalizers = object.meta().finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        let has_finalizers = object
+            .meta()
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty());
         if has_finalizers || propagation == Propagation::Foreground || graceful {
             let now = self.now;
             let meta = object.meta_mut();
@@ -241,15 +252,23 @@ mod tests {
     fn store_conflicts_and_uids() {
         let mut store = Store::default();
         let created = store.create(node("a")).unwrap();
-        assert_eq!(store.create(node("a")).unwrap_err(), ApiError::AlreadyExists);
+        assert_eq!(
+            store.create(node("a")).unwrap_err(),
+            ApiError::AlreadyExists
+        );
         let rv = created.metadata.resource_version.clone().unwrap();
         store.update(created.clone(), Some(&rv)).unwrap();
-        assert_eq!(store.update(created, Some(&rv)).unwrap_err(), ApiError::Conflict);
+        assert_eq!(
+            store.update(created, Some(&rv)).unwrap_err(),
+            ApiError::Conflict
+        );
         assert_eq!(
             store.delete::<Node>(None, "a", Some("bogus"), Propagation::Background, false),
             Err(ApiError::UidMismatch)
         );
-        store.delete::<Node>(None, "a", None, Propagation::Background, false).unwrap();
+        store
+            .delete::<Node>(None, "a", None, Propagation::Background, false)
+            .unwrap();
         assert!(store.get::<Node>(None, "a").is_none());
         assert_eq!(store.log.len(), 4);
     }
@@ -260,7 +279,9 @@ mod tests {
         let mut n = node("a");
         n.metadata.finalizers = Some(vec!["x".into()]);
         store.create(n).unwrap();
-        store.delete::<Node>(None, "a", None, Propagation::Background, false).unwrap();
+        store
+            .delete::<Node>(None, "a", None, Propagation::Background, false)
+            .unwrap();
         let held = store.get::<Node>(None, "a").unwrap().clone();
         assert!(held.metadata.deletion_timestamp.is_some());
         let mut released = held;

@@ -40,7 +40,7 @@ pub fn show(at: SimTime) -> String {
         format!("{h}h{m:02}m{s:02}s")
     } else if m > 0 {
         format!("{m}m{s:02}s")
-    } else if at % 1000 == 0 {
+    } else if at.is_multiple_of(1000) {
         format!("{s}s")
     } else {
         format!("{:.3}s", at as f64 / 1000.0)
@@ -68,7 +68,9 @@ impl<'de> Deserialize<'de> for Dur {
             serde_json::Value::Number(n) => n.to_string(),
             other => return Err(serde::de::Error::custom(format!("not a duration: {other}"))),
         };
-        parse_duration(&text).map(Dur).map_err(serde::de::Error::custom)
+        parse_duration(&text)
+            .map(Dur)
+            .map_err(serde::de::Error::custom)
     }
 }
 

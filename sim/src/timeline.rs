@@ -45,12 +45,18 @@ impl Timeline {
                 for (key, entry) in facts::node_state(node, nw).0 {
                     current.insert(
                         (name.clone(), format!("{nw} {key}")),
-                        (entry.stage.to_string(), entry.state.map_or("-".into(), |s| s.to_string())),
+                        (
+                            entry.stage.to_string(),
+                            entry.state.map_or("-".into(), |s| s.to_string()),
+                        ),
                     );
                 }
             }
             if facts::unschedulable(node) {
-                current.insert((name.clone(), "cordon".into()), ("cordoned".into(), "cordon".into()));
+                current.insert(
+                    (name.clone(), "cordon".into()),
+                    ("cordoned".into(), "cordon".into()),
+                );
             }
             let ready = node
                 .status
@@ -58,7 +64,10 @@ impl Timeline {
                 .and_then(|s| s.conditions.as_ref())
                 .is_none_or(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
             if !ready {
-                current.insert((name.clone(), "node".into()), ("NotReady".into(), "down".into()));
+                current.insert(
+                    (name.clone(), "node".into()),
+                    ("NotReady".into(), "down".into()),
+                );
             }
         }
         let keys: Vec<_> = self.open.keys().cloned().collect();
@@ -95,7 +104,8 @@ impl Timeline {
         for k in keys {
             self.close(&k, now);
         }
-        self.spans.sort_by(|a, b| (&a.node, &a.lane, a.start).cmp(&(&b.node, &b.lane, b.start)));
+        self.spans
+            .sort_by(|a, b| (&a.node, &a.lane, a.start).cmp(&(&b.node, &b.lane, b.start)));
     }
 
     /// Text rendering: per node, per lane, the sequence of stages with their time ranges.
@@ -113,7 +123,14 @@ impl Timeline {
                 let _ = writeln!(out, "  {}", s.lane);
                 last_lane = &s.lane;
             }
-            let _ = writeln!(out, "    {:>9} - {:>9}  {} ({})", show(s.start), show(s.end), s.label, s.state);
+            let _ = writeln!(
+                out,
+                "    {:>9} - {:>9}  {} ({})",
+                show(s.start),
+                show(s.end),
+                s.label,
+                s.state
+            );
         }
         out
     }
@@ -121,7 +138,11 @@ impl Timeline {
     /// SVG Gantt chart: one row per (node, lane), bars coloured by state, labelled by stage.
     pub fn to_svg(&self, title: &str) -> String {
         let rows: Vec<(String, String)> = {
-            let mut r: Vec<(String, String)> = self.spans.iter().map(|s| (s.node.clone(), s.lane.clone())).collect();
+            let mut r: Vec<(String, String)> = self
+                .spans
+                .iter()
+                .map(|s| (s.node.clone(), s.lane.clone()))
+                .collect();
             r.dedup();
             r
         };
@@ -135,7 +156,11 @@ impl Timeline {
             r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{height}" font-family="monospace" font-size="11">"#,
             left + width + 20.0
         );
-        let _ = writeln!(svg, r#"<text x="10" y="20" font-size="14">{}</text>"#, escape(title));
+        let _ = writeln!(
+            svg,
+            r#"<text x="10" y="20" font-size="14">{}</text>"#,
+            escape(title)
+        );
         for i in 0..=10u64 {
             let t = end * i / 10;
             let _ = writeln!(
@@ -149,8 +174,18 @@ impl Timeline {
         }
         for (i, (node, lane)) in rows.iter().enumerate() {
             let y = top + row_h * i as f64;
-            let _ = writeln!(svg, r#"<text x="10" y="{:.1}">{} {}</text>"#, y + 13.0, escape(node), escape(lane));
-            for s in self.spans.iter().filter(|s| &s.node == node && &s.lane == lane) {
+            let _ = writeln!(
+                svg,
+                r#"<text x="10" y="{:.1}">{} {}</text>"#,
+                y + 13.0,
+                escape(node),
+                escape(lane)
+            );
+            for s in self
+                .spans
+                .iter()
+                .filter(|s| &s.node == node && &s.lane == lane)
+            {
                 let (x0, x1) = (x(s.start), x(s.end.max(s.start + 1)));
                 let w = (x1 - x0).max(1.0);
                 let _ = writeln!(
@@ -166,7 +201,13 @@ impl Timeline {
                     show(s.end)
                 );
                 if w > 7.0 * s.label.len() as f64 {
-                    let _ = writeln!(svg, r#"<text x="{:.1}" y="{:.1}" fill="white">{}</text>"#, x0 + 3.0, y + 13.0, escape(&s.label));
+                    let _ = writeln!(
+                        svg,
+                        r#"<text x="{:.1}" y="{:.1}" fill="white">{}</text>"#,
+                        x0 + 3.0,
+                        y + 13.0,
+                        escape(&s.label)
+                    );
                 }
             }
         }
@@ -188,5 +229,7 @@ fn colour(state: &str) -> &'static str {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }

@@ -140,14 +140,22 @@ pub type Reconcile<'a> = &'a dyn Fn(&Snapshot, &Options, Timestamp) -> Plan;
 
 /// Rebuilds the cache from the trace and re-runs `reconcile` at every recorded pass.
 /// `options` overrides the header's options when given.
-pub fn replay(records: &[Record], options: Option<&Options>, reconcile: Reconcile<'_>) -> Result<ReplayReport, String> {
+pub fn replay(
+    records: &[Record],
+    options: Option<&Options>,
+    reconcile: Reconcile<'_>,
+) -> Result<ReplayReport, String> {
     let mut cache = Objects::default();
     let mut namespace = "nodewright".to_string();
     let mut opts = options.cloned();
     let mut report = ReplayReport::default();
     for record in records {
         match record {
-            Record::Header { namespace: ns, options_env, .. } => {
+            Record::Header {
+                namespace: ns,
+                options_env,
+                ..
+            } => {
                 namespace = ns.clone();
                 if opts.is_none() {
                     opts = Some(Options::from_env(options_env).map_err(|e| e.to_string())?);
@@ -160,7 +168,9 @@ pub fn replay(records: &[Record], options: Option<&Options>, reconcile: Reconcil
                 }
             }
             Record::Watch { event, object, .. } => apply_watch(&mut cache, *event, object),
-            Record::Pass { at, pass, effects, .. } => {
+            Record::Pass {
+                at, pass, effects, ..
+            } => {
                 let options = opts.get_or_insert_with(Options::default);
                 let snapshot = crate::snapshot::snapshot_from(&cache, &namespace);
                 let plan = reconcile(&snapshot, options, *at);
@@ -173,9 +183,21 @@ pub fn replay(records: &[Record], options: Option<&Options>, reconcile: Reconcil
     Ok(report)
 }
 
-fn compare(pass: u64, at: Timestamp, recorded: &[Effect], replayed: &[Effect], report: &mut ReplayReport) {
-    let a: Vec<serde_json::Value> = recorded.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
-    let b: Vec<serde_json::Value> = replayed.iter().map(|e| serde_json::to_value(e).unwrap_or_default()).collect();
+fn compare(
+    pass: u64,
+    at: Timestamp,
+    recorded: &[Effect],
+    replayed: &[Effect],
+    report: &mut ReplayReport,
+) {
+    let a: Vec<serde_json::Value> = recorded
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_default())
+        .collect();
+    let b: Vec<serde_json::Value> = replayed
+        .iter()
+        .map(|e| serde_json::to_value(e).unwrap_or_default())
+        .collect();
     report.effects += a.len().max(b.len()) as u64;
     if a == b {
         return;
@@ -185,26 +207,37 @@ fn compare(pass: u64, at: Timestamp, recorded: &[Effect], replayed: &[Effect], r
     let mut lcs = vec![vec![0u32; m + 1]; n + 1];
     for i in (0..n).rev() {
         for j in (0..m).rev() {
-            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+            lcs[i][j] = if a[i] == b[j] {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
     let (mut i, mut j) = (0, 0);
-    let mut push = |index: usize, recorded: Option<serde_json::Value>, replayed: Option<serde_json::Value>| {
-        if let Some(last) = report.divergences.last_mut()
-            && last.pass == pass
-            && last.index == index
-        {
-            if last.replayed.is_none() && recorded.is_none() {
-                last.replayed = replayed;
-                return;
+    let mut push =
+        |index: usize, recorded: Option<serde_json::Value>, replayed: Option<serde_json::Value>| {
+            if let Some(last) = report.divergences.last_mut()
+                && last.pass == pass
+                && last.index == index
+            {
+                if last.replayed.is_none() && recorded.is_none() {
+                    last.replayed = replayed;
+                    return;
+                }
+                if last.recorded.is_none() && replayed.is_none() {
+                    last.recorded = recorded;
+                    return;
+                }
             }
-            if last.recorded.is_none() && replayed.is_none() {
-                last.recorded = recorded;
-                return;
-            }
-        }
-        report.divergences.push(Divergence { pass, at, index, recorded, replayed });
-    };
+            report.divergences.push(Divergence {
+                pass,
+                at,
+                index,
+                recorded,
+                replayed,
+            });
+        };
     while i < n || j < m {
         if i < n && j < m && a[i] == b[j] {
             i += 1;

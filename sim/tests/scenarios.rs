@@ -12,13 +12,21 @@ fn scenarios_non_pending_pass_and_pending_are_reported() {
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 30, "expected the scenario suite, found {}", files.len());
+    assert!(
+        files.len() >= 30,
+        "expected the scenario suite, found {}",
+        files.len()
+    );
     let mut failures = Vec::new();
     let mut passing_pending = Vec::new();
     for file in files {
         let scenario = Scenario::from_yaml(&std::fs::read_to_string(&file).unwrap())
             .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        assert!(!scenario.spec.is_empty(), "{} names no spec scenario", scenario.name);
+        assert!(
+            !scenario.spec.is_empty(),
+            "{} names no spec scenario",
+            scenario.name
+        );
         let result = scenario.run(real_core(), false).unwrap();
         match (&scenario.pending, result.passed) {
             (None, false) => failures.push(format!(

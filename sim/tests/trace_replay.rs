@@ -29,7 +29,11 @@ fn trace_round_trip_single_package_has_no_divergence() {
     let report = replay(&records, None, &*core).unwrap();
     assert!(report.passes > 5, "{report:?}");
     assert!(report.effects > 5);
-    assert!(report.divergences.is_empty(), "{:#?}", report.divergences.first());
+    assert!(
+        report.divergences.is_empty(),
+        "{:#?}",
+        report.divergences.first()
+    );
 }
 
 #[test]
@@ -39,7 +43,11 @@ fn trace_round_trip_under_faults_has_no_divergence() {
     assert!(records.iter().any(|r| matches!(r, Record::Relist { .. })));
     let core = real_core();
     let report = replay(&records, None, &*core).unwrap();
-    assert!(report.divergences.is_empty(), "{:#?}", report.divergences.first());
+    assert!(
+        report.divergences.is_empty(),
+        "{:#?}",
+        report.divergences.first()
+    );
 }
 
 #[test]
@@ -52,9 +60,16 @@ fn replay_reports_a_changed_option_as_divergence() {
     let changed: Vec<_> = report
         .divergences
         .iter()
-        .filter(|d| d.recorded.as_ref().is_some_and(|e| e["effect"] == "createJob"))
+        .filter(|d| {
+            d.recorded
+                .as_ref()
+                .is_some_and(|e| e["effect"] == "createJob")
+        })
         .collect();
-    assert!(!changed.is_empty(), "a different backoffLimit must change the created Jobs");
+    assert!(
+        !changed.is_empty(),
+        "a different backoffLimit must change the created Jobs"
+    );
     let replayed = changed[0].replayed.as_ref().unwrap();
     assert_eq!(replayed["job"]["spec"]["backoffLimit"], 7);
 }
@@ -63,11 +78,14 @@ fn replay_reports_a_changed_option_as_divergence() {
 fn replay_reports_a_changed_rule_as_divergence() {
     let records = recorded("a01-single-package");
     // A "rule change": the core no longer adds the finalizer.
-    let modified = Arc::new(|s: &nodewright_core::Snapshot, o: &Options, now: jiff::Timestamp| {
-        let mut plan = nodewright_core::reconcile(s, o, now);
-        plan.effects.retain(|e| !matches!(e, Effect::AddFinalizer { .. }));
-        plan
-    });
+    let modified = Arc::new(
+        |s: &nodewright_core::Snapshot, o: &Options, now: jiff::Timestamp| {
+            let mut plan = nodewright_core::reconcile(s, o, now);
+            plan.effects
+                .retain(|e| !matches!(e, Effect::AddFinalizer { .. }));
+            plan
+        },
+    );
     let report = replay(&records, None, &*modified).unwrap();
     assert_eq!(report.divergences.len(), 1, "{:#?}", report.divergences);
     let d = &report.divergences[0];

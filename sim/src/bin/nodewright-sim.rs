@@ -69,7 +69,11 @@ fn main() -> ExitCode {
 
 fn run() -> Result<bool> {
     match Cli::parse().command {
-        Command::Run { scenarios, out, timeline } => run_scenarios(&scenarios, out.as_deref(), timeline),
+        Command::Run {
+            scenarios,
+            out,
+            timeline,
+        } => run_scenarios(&scenarios, out.as_deref(), timeline),
         Command::Replay { trace, show: limit } => {
             let records = read_jsonl(BufReader::new(File::open(&trace).context("open trace")?))
                 .map_err(anyhow::Error::msg)?;
@@ -83,12 +87,26 @@ fn run() -> Result<bool> {
             );
             for d in report.divergences.iter().take(limit) {
                 println!("pass {} at {} effect #{}:", d.pass, d.at, d.index);
-                println!("  recorded: {}", d.recorded.as_ref().map_or("(none)".into(), |v| v.to_string()));
-                println!("  replayed: {}", d.replayed.as_ref().map_or("(none)".into(), |v| v.to_string()));
+                println!(
+                    "  recorded: {}",
+                    d.recorded
+                        .as_ref()
+                        .map_or("(none)".into(), |v| v.to_string())
+                );
+                println!(
+                    "  replayed: {}",
+                    d.replayed
+                        .as_ref()
+                        .map_or("(none)".into(), |v| v.to_string())
+                );
             }
             Ok(report.divergences.is_empty())
         }
-        Command::Explore { seeds, first, converge } => {
+        Command::Explore {
+            seeds,
+            first,
+            converge,
+        } => {
             let started = std::time::Instant::now();
             let summary = explore(&ExploreConfig {
                 seeds,
@@ -124,11 +142,14 @@ fn run_scenarios(paths: &[PathBuf], out: Option<&Path>, print_timeline: bool) ->
     let files = collect(paths)?;
     let (mut passed, mut failed, mut pending, mut unpend) = (0, 0, 0, Vec::new());
     for file in files {
-        let text = std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
+        let text =
+            std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
         let scenario = Scenario::from_yaml(&text)
             .map_err(anyhow::Error::msg)
             .with_context(|| format!("parse {}", file.display()))?;
-        let result = scenario.run(real_core(), out.is_some()).map_err(anyhow::Error::msg)?;
+        let result = scenario
+            .run(real_core(), out.is_some())
+            .map_err(anyhow::Error::msg)?;
         print_result(&result);
         if print_timeline {
             println!("{}", result.timeline.to_text());
@@ -146,9 +167,14 @@ fn run_scenarios(paths: &[PathBuf], out: Option<&Path>, print_timeline: bool) ->
             }
         }
     }
-    println!("\n{passed} passed, {failed} failed, {pending} pending (expected to fail while the core is incomplete)");
+    println!(
+        "\n{passed} passed, {failed} failed, {pending} pending (expected to fail while the core is incomplete)"
+    );
     if !unpend.is_empty() {
-        println!("pending scenarios that now PASS (remove their `pending:`): {}", unpend.join(", "));
+        println!(
+            "pending scenarios that now PASS (remove their `pending:`): {}",
+            unpend.join(", ")
+        );
     }
     Ok(failed == 0)
 }
@@ -182,14 +208,23 @@ fn print_result(r: &RunResult) {
     }
     if let Some(v) = r.violations.first() {
         println!("    INVARIANT {} at {}: {}", v.rule, show(v.at), v.message);
-        println!("    ({} violations in total; trace with --out)", r.violations.len());
+        println!(
+            "    ({} violations in total; trace with --out)",
+            r.violations.len()
+        );
     }
 }
 
 fn write_outputs(dir: &Path, r: &RunResult) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join(format!("{}.timeline.txt", r.name)), r.timeline.to_text())?;
-    std::fs::write(dir.join(format!("{}.svg", r.name)), r.timeline.to_svg(&format!("{} — {}", r.name, r.spec)))?;
+    std::fs::write(
+        dir.join(format!("{}.timeline.txt", r.name)),
+        r.timeline.to_text(),
+    )?;
+    std::fs::write(
+        dir.join(format!("{}.svg", r.name)),
+        r.timeline.to_svg(&format!("{} — {}", r.name, r.spec)),
+    )?;
     let objects: Vec<serde_json::Value> = r.final_objects.iter().map(|o| o.to_json()).collect();
     std::fs::write(
         dir.join(format!("{}.final.json", r.name)),

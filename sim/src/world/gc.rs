@@ -43,14 +43,26 @@ impl World {
                 for o in owners {
                     dependents.entry(o.uid.clone()).or_default().push(d.clone());
                 }
-                let modelled: Vec<_> = owners.iter().filter(|o| Kind::parse(&o.kind).is_some()).collect();
+                let modelled: Vec<_> = owners
+                    .iter()
+                    .filter(|o| Kind::parse(&o.kind).is_some())
+                    .collect();
                 if !modelled.is_empty() && modelled.iter().all(|o| !uids.contains(o.uid.as_str())) {
                     orphans.push(d);
                 }
             };
-            objects.jobs.values().for_each(|o| visit(Kind::Job, &o.metadata));
-            objects.pods.values().for_each(|o| visit(Kind::Pod, &o.metadata));
-            objects.config_maps.values().for_each(|o| visit(Kind::ConfigMap, &o.metadata));
+            objects
+                .jobs
+                .values()
+                .for_each(|o| visit(Kind::Job, &o.metadata));
+            objects
+                .pods
+                .values()
+                .for_each(|o| visit(Kind::Pod, &o.metadata));
+            objects
+                .config_maps
+                .values()
+                .for_each(|o| visit(Kind::ConfigMap, &o.metadata));
             (dependents, orphans)
         };
         for d in orphans.iter().filter(|d| !d.deleting) {
@@ -64,8 +76,12 @@ impl World {
         let name = d.name.as_str();
         let _ = match d.kind {
             Kind::Pod => self.store.delete::<Pod>(ns, name, None, propagation, true),
-            Kind::Job => self.store.delete::<Job>(ns, name, None, Propagation::Foreground, false),
-            Kind::ConfigMap => self.store.delete::<ConfigMap>(ns, name, None, propagation, false),
+            Kind::Job => self
+                .store
+                .delete::<Job>(ns, name, None, Propagation::Foreground, false),
+            Kind::ConfigMap => self
+                .store
+                .delete::<ConfigMap>(ns, name, None, propagation, false),
             _ => Ok(()),
         };
     }
@@ -76,11 +92,41 @@ impl World {
         };
         let o = &self.store.objects;
         let mut deleting: Vec<AnyObject> = Vec::new();
-        deleting.extend(o.jobs.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
-        deleting.extend(o.nodewrights.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
-        deleting.extend(o.pods.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
-        deleting.extend(o.config_maps.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
-        deleting.extend(o.nodes.values().filter(|x| held(&x.metadata)).cloned().map(Object::wrap));
+        deleting.extend(
+            o.jobs
+                .values()
+                .filter(|x| held(&x.metadata))
+                .cloned()
+                .map(Object::wrap),
+        );
+        deleting.extend(
+            o.nodewrights
+                .values()
+                .filter(|x| held(&x.metadata))
+                .cloned()
+                .map(Object::wrap),
+        );
+        deleting.extend(
+            o.pods
+                .values()
+                .filter(|x| held(&x.metadata))
+                .cloned()
+                .map(Object::wrap),
+        );
+        deleting.extend(
+            o.config_maps
+                .values()
+                .filter(|x| held(&x.metadata))
+                .cloned()
+                .map(Object::wrap),
+        );
+        deleting.extend(
+            o.nodes
+                .values()
+                .filter(|x| held(&x.metadata))
+                .cloned()
+                .map(Object::wrap),
+        );
         for owner in deleting {
             let uid = owner.meta().uid.clone().unwrap_or_default();
             let deps = dependents.get(&uid).cloned().unwrap_or_default();
@@ -138,7 +184,11 @@ impl World {
             if pod.metadata.deletion_timestamp.is_none() {
                 pod.metadata.deletion_timestamp = Some(crate::time::k8s_time(now));
             }
-            let held = pod.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+            let held = pod
+                .metadata
+                .finalizers
+                .as_ref()
+                .is_some_and(|f| !f.is_empty());
             if held {
                 if self.store.get::<Pod>(ns.as_deref(), &name) != Some(&pod) {
                     let _ = self.store.update(pod, None);

@@ -78,7 +78,10 @@ fn ignores_disruption(job: &Job) -> bool {
         .is_some_and(|p| {
             p.rules.iter().any(|r| {
                 r.action == "Ignore"
-                    && r.on_pod_conditions.iter().flatten().any(|c| c.type_ == "DisruptionTarget")
+                    && r.on_pod_conditions
+                        .iter()
+                        .flatten()
+                        .any(|c| c.type_ == "DisruptionTarget")
             })
         })
 }
@@ -114,7 +117,13 @@ impl World {
             let pods = owned.get(uid).cloned().unwrap_or_default();
             if job_finished(job) && job.metadata.deletion_timestamp.is_none() {
                 let settled = pods.iter().all(|p| {
-                    is_terminal(p) && !p.metadata.finalizers.iter().flatten().any(|f| f == JOB_TRACKING)
+                    is_terminal(p)
+                        && !p
+                            .metadata
+                            .finalizers
+                            .iter()
+                            .flatten()
+                            .any(|f| f == JOB_TRACKING)
                 });
                 let expiry = job
                     .spec
@@ -207,25 +216,50 @@ impl World {
             if now >= expiry {
                 let ns = job.metadata.namespace.clone();
                 let name = job.metadata.name.clone().unwrap_or_default();
-                let _ = self.store.delete::<Job>(ns.as_deref(), &name, None, Propagation::Foreground, false);
+                let _ = self.store.delete::<Job>(
+                    ns.as_deref(),
+                    &name,
+                    None,
+                    Propagation::Foreground,
+                    false,
+                );
                 return;
             }
             run.wake = Some(expiry);
         }
         let st = job.status.get_or_insert_with(Default::default);
-        st.active = Some(live.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count() as i32)
-            .filter(|n| *n > 0);
-        st.terminating = Some(live.iter().filter(|p| p.metadata.deletion_timestamp.is_some()).count() as i32)
-            .filter(|n| *n > 0);
+        st.active = Some(
+            live.iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .count() as i32,
+        )
+        .filter(|n| *n > 0);
+        st.terminating = Some(
+            live.iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .count() as i32,
+        )
+        .filter(|n| *n > 0);
         if job != before {
             let _ = self.store.update(job, None);
         }
         self.job_ctl.insert(key, run);
     }
 
-    fn count_pod(&mut self, job: &mut Job, pod: &Pod, suspended: bool, run: &mut JobRun, now: SimTime) {
+    fn count_pod(
+        &mut self,
+        job: &mut Job,
+        pod: &Pod,
+        suspended: bool,
+        run: &mut JobRun,
+        now: SimTime,
+    ) {
         let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
-        let tracked = pod.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == JOB_TRACKING));
+        let tracked = pod
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|x| x == JOB_TRACKING));
         if !self.counted.contains(&pod_uid) {
             self.counted.insert(pod_uid);
             let ignore = ignores_disruption(job);
@@ -254,7 +288,14 @@ impl World {
         }
     }
 
-    fn drive_job(&mut self, job: &mut Job, live: &[Pod], suspended: bool, run: &mut JobRun, now: SimTime) {
+    fn drive_job(
+        &mut self,
+        job: &mut Job,
+        live: &[Pod],
+        suspended: bool,
+        run: &mut JobRun,
+        now: SimTime,
+    ) {
         let spec = job.spec.clone().unwrap_or_default();
         let st = job.status.clone().unwrap_or_default();
         if st.succeeded.unwrap_or(0) >= spec.completions.unwrap_or(1) {
@@ -271,7 +312,11 @@ impl World {
             .as_ref()
             .and_then(|s| s.restart_policy.as_deref())
             == Some("OnFailure");
-        let restarts: i32 = if on_failure { live.iter().map(restart_total).sum() } else { 0 };
+        let restarts: i32 = if on_failure {
+            live.iter().map(restart_total).sum()
+        } else {
+            0
+        };
         let failures = st.failed.unwrap_or(0) + restarts;
         let started = st.start_time.as_ref().map(from_k8s_time);
         let deadline = spec
@@ -312,7 +357,12 @@ impl World {
         if job_condition(job, "Suspended") {
             set_condition(job, "Suspended", false, "JobResumed", now);
         }
-        if job.status.as_ref().and_then(|s| s.start_time.as_ref()).is_none() {
+        if job
+            .status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .is_none()
+        {
             job.status.get_or_insert_with(Default::default).start_time = Some(k8s_time(now));
         }
         if let Some(d) = deadline.filter(|d| *d > now) {
@@ -322,16 +372,24 @@ impl World {
             if now >= run.backoff_until {
                 self.create_job_pod(job, run);
             } else {
-                run.wake = Some(run.wake.map_or(run.backoff_until, |w| w.min(run.backoff_until)));
+                run.wake = Some(
+                    run.wake
+                        .map_or(run.backoff_until, |w| w.min(run.backoff_until)),
+                );
             }
         }
     }
 
     fn delete_pods(&mut self, pods: &[Pod]) {
-        for pod in pods.iter().filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        for pod in pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+        {
             let ns = pod.metadata.namespace.clone();
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let _ = self.store.delete::<Pod>(ns.as_deref(), &name, None, Propagation::Background, true);
+            let _ =
+                self.store
+                    .delete::<Pod>(ns.as_deref(), &name, None, Propagation::Background, true);
         }
     }
 

@@ -142,7 +142,11 @@ impl World {
         let Some(pod) = self.store.objects.pods.get(key).cloned() else {
             return;
         };
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         if !self.node_up(&node) {
             if let Some(run) = self.kubelet.get_mut(key) {
                 run.wake = None;
@@ -200,7 +204,9 @@ impl World {
         if let Some(reason) = plan.refuse.filter(|_| ours) {
             let status = pod.status.get_or_insert_with(Default::default);
             status.phase = Some("Failed".into());
-            status.message = Some(format!("Pod was rejected: Node didn't have enough resource ({reason})"));
+            status.message = Some(format!(
+                "Pod was rejected: Node didn't have enough resource ({reason})"
+            ));
             status.reason = Some(reason);
             self.write_pod(pod);
             return None;
@@ -251,7 +257,11 @@ impl World {
         };
         let id = pod_identity(&pod);
         let stage = id.as_ref().map(|i| i.stage.clone()).unwrap_or_default();
-        let role = if id.is_some() { role(c, &stage, index < inits) } else { Role::Main };
+        let role = if id.is_some() {
+            role(c, &stage, index < inits)
+        } else {
+            Role::Main
+        };
         let id = id.unwrap_or_default();
         let attempt = self.kubelet.get(&key).map_or(0, |r| r.attempt);
         let plan = self.scripts.attempt(&id, attempt);
@@ -272,7 +282,14 @@ impl World {
             return pod;
         }
         let (duration, exit) = match role {
-            Role::Copy | Role::Check => (1_000, if role == Role::Check { plan.check_exit } else { 0 }),
+            Role::Copy | Role::Check => (
+                1_000,
+                if role == Role::Check {
+                    plan.check_exit
+                } else {
+                    0
+                },
+            ),
             Role::Step | Role::Interrupt => (plan.duration.0, plan.exit),
             Role::Main => (0, 0),
         };
@@ -349,7 +366,10 @@ impl World {
                 cs.restart_count += 1;
                 let backoff = (10_000u64 << (cs.restart_count.clamp(1, 6) - 1)).min(300_000);
                 cs.last_state = Some(terminated(run.exit, "Error", wake, started));
-                cs.state = Some(waiting("CrashLoopBackOff", Some(format!("back-off restarting failed container {}", cs.name))));
+                cs.state = Some(waiting(
+                    "CrashLoopBackOff",
+                    Some(format!("back-off restarting failed container {}", cs.name)),
+                ));
                 let attempt = self.next_attempt(&pod);
                 let run = self.kubelet.entry(key.clone()).or_default();
                 run.attempt = attempt;
@@ -372,7 +392,11 @@ impl World {
     }
 
     fn reboot_needed(&mut self, pod: &Pod) -> bool {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         let flag = self.reboot_flag(pod);
         let run = self.nodes.entry(node).or_default();
         !run.flags.contains(&flag)
@@ -397,10 +421,20 @@ impl World {
     }
 
     fn start_interrupt_reboot(&mut self, pod: &Pod, at: SimTime) {
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .unwrap_or_default();
         let flag = self.reboot_flag(pod);
-        let down = self.scripts.reboot_down(&pod_identity(pod).unwrap_or_default());
-        self.nodes.entry(node.clone()).or_default().flags.insert(flag);
+        let down = self
+            .scripts
+            .reboot_down(&pod_identity(pod).unwrap_or_default());
+        self.nodes
+            .entry(node.clone())
+            .or_default()
+            .flags
+            .insert(flag);
         self.reboot_node(&node, down, at);
     }
 
@@ -411,7 +445,11 @@ impl World {
             return pod;
         };
         let (_, inits) = containers(&pod);
-        let index = if run.container > usize::MAX / 2 { usize::MAX - run.container } else { run.container };
+        let index = if run.container > usize::MAX / 2 {
+            usize::MAX - run.container
+        } else {
+            run.container
+        };
         let never = pod
             .spec
             .as_ref()
@@ -465,7 +503,8 @@ impl World {
         if let Some(status) = pod.status.as_mut() {
             status.phase = Some("Failed".into());
             status.reason = Some("DeadlineExceeded".into());
-            status.message = Some("Pod was active on the node longer than the specified deadline".into());
+            status.message =
+                Some("Pod was active on the node longer than the specified deadline".into());
             for cs in status
                 .init_container_statuses
                 .iter_mut()
@@ -511,7 +550,11 @@ impl World {
                 });
             }
         }
-        let has_finalizers = pod.metadata.finalizers.as_ref().is_some_and(|f| !f.is_empty());
+        let has_finalizers = pod
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| !f.is_empty());
         if has_finalizers {
             let _ = self.store.update(pod, None);
         } else {
@@ -527,7 +570,8 @@ impl World {
             .pods
             .iter()
             .filter(|(_, p)| {
-                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node) && !is_terminal(p)
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                    && !is_terminal(p)
             })
             .map(|(k, _)| k.clone())
             .collect();

@@ -8,16 +8,14 @@ mod nodes;
 pub mod script;
 mod workloads;
 
-
-
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};
 use nodewright_crds::keys;
 
+pub use jobctl::{job_condition, job_finished};
 pub use nodes::{NodeRun, set_ready_for_start};
 pub use script::{Attempt, PackageScript, PodIdentity, Scripts};
-pub use jobctl::{job_condition, job_finished};
 pub use workloads::EvictOutcome;
 
 use crate::store::Store;
@@ -108,7 +106,11 @@ impl World {
     }
 
     fn has_terminating_pods(&self) -> bool {
-        self.store.objects.pods.values().any(|p| p.metadata.deletion_timestamp.is_some())
+        self.store
+            .objects
+            .pods
+            .values()
+            .any(|p| p.metadata.deletion_timestamp.is_some())
             || self
                 .store
                 .objects
@@ -122,7 +124,13 @@ impl World {
 pub fn pod_identity(pod: &Pod) -> Option<PodIdentity> {
     let raw = pod.metadata.annotations.as_ref()?.get(keys::PACKAGE)?;
     let value: serde_json::Value = serde_json::from_str(raw).ok()?;
-    let text = |k: &str| value.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let text = |k: &str| {
+        value
+            .get(k)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
     Some(PodIdentity {
         package: text("name"),
         version: text("version"),

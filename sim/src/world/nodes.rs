@@ -42,19 +42,36 @@ pub fn set_ready(node: &mut Node, ready: bool, boot: Option<String>, at: SimTime
         Some(c) if c.status == text => {}
         Some(c) => {
             c.status = text.into();
-            c.reason = Some(if ready { "KubeletReady" } else { "NodeStatusUnknown" }.into());
+            c.reason = Some(
+                if ready {
+                    "KubeletReady"
+                } else {
+                    "NodeStatusUnknown"
+                }
+                .into(),
+            );
             c.last_transition_time = Some(k8s_time(at));
         }
         None => conditions.push(NodeCondition {
             type_: "Ready".into(),
             status: text.into(),
-            reason: Some(if ready { "KubeletReady" } else { "NodeStatusUnknown" }.into()),
+            reason: Some(
+                if ready {
+                    "KubeletReady"
+                } else {
+                    "NodeStatusUnknown"
+                }
+                .into(),
+            ),
             last_transition_time: Some(k8s_time(at)),
             ..Default::default()
         }),
     }
     if let Some(boot) = boot {
-        status.node_info.get_or_insert_with(NodeSystemInfo::default).boot_id = boot;
+        status
+            .node_info
+            .get_or_insert_with(NodeSystemInfo::default)
+            .boot_id = boot;
     }
 }
 
@@ -97,7 +114,9 @@ impl World {
             return;
         }
         self.nodes.entry(node.into()).or_default().down_until = Some(at + down.max(1));
-        let _ = self.store.modify::<Node>(None, node, |n| set_ready(n, false, None, at));
+        let _ = self
+            .store
+            .modify::<Node>(None, node, |n| set_ready(n, false, None, at));
         self.kill_containers_on(node);
     }
 
@@ -106,7 +125,9 @@ impl World {
         let run = self.nodes.entry(node.into()).or_default();
         run.not_ready = !reachable;
         let up = run.is_up();
-        let _ = self.store.modify::<Node>(None, node, |n| set_ready(n, up, None, at));
+        let _ = self
+            .store
+            .modify::<Node>(None, node, |n| set_ready(n, up, None, at));
     }
 }
 

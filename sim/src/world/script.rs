@@ -99,12 +99,18 @@ impl Scripts {
     /// The attempt numbered `n` (0-based) for the pod; the last scripted one repeats.
     pub fn attempt(&self, id: &PodIdentity, n: usize) -> Attempt {
         self.find(id)
-            .and_then(|s| s.attempts.get(n.min(s.attempts.len().saturating_sub(1))).cloned())
+            .and_then(|s| {
+                s.attempts
+                    .get(n.min(s.attempts.len().saturating_sub(1)))
+                    .cloned()
+            })
             .unwrap_or_default()
     }
 
     /// How long a reboot interrupt keeps the node down.
     pub fn reboot_down(&self, id: &PodIdentity) -> SimTime {
-        self.find(id).and_then(|s| s.reboot_down).map_or(30_000, |d| d.0)
+        self.find(id)
+            .and_then(|s| s.reboot_down)
+            .map_or(30_000, |d| d.0)
     }
 }

@@ -109,12 +109,21 @@ impl World {
     }
 
     fn schedulable_node(&self, pod: &Pod) -> Option<String> {
-        let avoid = pod.metadata.annotations.as_ref().and_then(|a| a.get("sim/evicted-from").cloned());
+        let avoid = pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("sim/evicted-from").cloned());
         self.store
             .objects
             .nodes
             .values()
-            .filter(|n: &&Node| !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+            .filter(|n: &&Node| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+            })
             .filter(|n| {
                 n.spec
                     .as_ref()
@@ -169,11 +178,21 @@ impl World {
                 return Err(ApiError::TooManyRequests);
             }
             let mut marked = pod.clone();
-            set_pod_condition(&mut marked, "DisruptionTarget", "EvictionByEvictionAPI", now);
+            set_pod_condition(
+                &mut marked,
+                "DisruptionTarget",
+                "EvictionByEvictionAPI",
+                now,
+            );
             let _ = self.store.update(marked, None);
         }
-        self.store
-            .delete::<Pod>(Some(namespace), name, Some(uid), Propagation::Background, true)?;
+        self.store.delete::<Pod>(
+            Some(namespace),
+            name,
+            Some(uid),
+            Propagation::Background,
+            true,
+        )?;
         if owner_kind(&pod).as_deref() == Some("ReplicaSet") {
             let mut replacement = pod.clone();
             let base = name.rsplit_once("-r").map_or(name, |(b, _)| b).to_string();
@@ -186,7 +205,10 @@ impl World {
                 annotations: Some(
                     [(
                         "sim/evicted-from".to_string(),
-                        pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
+                        pod.spec
+                            .as_ref()
+                            .and_then(|s| s.node_name.clone())
+                            .unwrap_or_default(),
                     )]
                     .into(),
                 ),
@@ -195,7 +217,8 @@ impl World {
             if let Some(spec) = replacement.spec.as_mut() {
                 spec.node_name = None;
             }
-            self.pending_replacements.push((now + self.settings.replace_after, replacement));
+            self.pending_replacements
+                .push((now + self.settings.replace_after, replacement));
         }
         Ok(EvictOutcome::Evicted)
     }

@@ -23,6 +23,7 @@ export NODEWRIGHT_KWOK_CONFIG="$E2E_DIR/kwok/pod-deadline.yaml${NODEWRIGHT_KWOK_
 
 # Operator options for the run; the tests read them back as NODEWRIGHT_E2E_<NAME>.
 JOB_BACKOFF_LIMIT=${JOB_BACKOFF_LIMIT:-1}   # A3/A16: 2 attempts (10 s of Job backoff) instead of 4 (70 s)
+REAPPLY_ON_REBOOT=true                      # R5; no other test changes a boot id
 
 kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG" "$@"; }
 
@@ -104,6 +105,7 @@ fi
   echo "LOG_ENCODER=console"
   echo "LOG_LEVEL=${LOG_LEVEL:-info}"
   echo "JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT"
+  echo "REAPPLY_ON_REBOOT=$REAPPLY_ON_REBOOT"
   if [ "$webhooks" = 1 ]; then
     echo "ENABLE_WEBHOOKS=true"
     echo "WEBHOOK_PORT=$E2E_WEBHOOK_PORT"
@@ -137,6 +139,7 @@ fi
 if [ "$webhooks" != 1 ]; then skips+=(--skip webhook_); fi
 export NODEWRIGHT_E2E_NAMESPACE=nodewright
 export NODEWRIGHT_E2E_JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT
+export NODEWRIGHT_E2E_REAPPLY_ON_REBOOT=1
 export NODEWRIGHT_E2E_OPERATOR_CTL=$E2E_DIR/operator.sh
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 set +e

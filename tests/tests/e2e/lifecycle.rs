@@ -484,3 +484,104 @@ async fn a24(c: &Case) -> Result<()> {
     holder.abort();
     Ok(())
 }
+
+/// A15 (second half): a downgrade of a package without uninstall installs the old version from
+/// apply and keeps the newer entry ("superseded, not cleanly uninstalled").
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a15b_downgrade_keeps_both_entries() -> Result<()> {
+    let c = Case::new("a15b", 1).await?;
+    let r = a15b(&c).await;
+    c.finish(r).await
+}
+
+async fn a15b(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a15b",
+        json!({ "packages": { "agent": pkg("2.0.0", json!({})) } }),
+    ))
+    .await?;
+    c.wait_status("a15b", "complete", CONVERGE).await?;
+    c.patch(
+        "a15b",
+        json!({ "spec": { "packages": { "agent": { "version": "1.0.0" } } } }),
+    )
+    .await?;
+    let node = &c.nodes[0];
+    wait_for("1.0.0 installed next to 2.0.0", CONVERGE, || async {
+        let state = c.node_state(node, "a15b").await?;
+        let v = serde_json::to_value(state.entries_of("agent").collect::<Vec<_>>())?;
+        let versions: Vec<_> = v
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e["version"].clone())
+            .collect();
+        let old_done =
+            v.as_array().into_iter().flatten().any(|e| {
+                e["version"] == "1.0.0" && e["stage"] == "config" && e["state"] == "complete"
+            });
+        if !(old_done && versions.len() == 2) {
+            bail!("entries {v}");
+        }
+        Ok(Some(()))
+    })
+    .await?;
+    c.wait_status("a15b", "complete", CONVERGE).await?;
+    let reinstalled = c.jobs("a15b").await?.iter().any(|j| {
+        job_label(j, keys::PACKAGE) == "agent-1.0.0" && job_label(j, keys::LABEL_STAGE) == "apply"
+    });
+    ensure!(reinstalled, "no apply Job for the downgraded version");
+    Ok(())
+}
+
+/// R5 (02-lifecycle §8.8) with `REAPPLY_ON_REBOOT=true` (set by the driver): a new boot id resets
+/// the node's state for the NodeWright, deletes its old Jobs, re-runs the package from apply and
+/// records the new boot id in `status.nodeBootIds`.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn r5_reboot_reapplies_package() -> Result<()> {
+    let c = Case::new("r5", 1).await?;
+    let r = r5(&c).await;
+    c.finish(r).await
+}
+
+async fn r5(c: &Case) -> Result<()> {
+    ensure!(
+        crate::harness::operator_int("REAPPLY_ON_REBOOT", 0) == 1,
+        "the driver did not start the operator with REAPPLY_ON_REBOOT=true"
+    );
+    c.create(c.nodewright(
+        "r5",
+        json!({ "packages": { "pkg": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    c.wait_status("r5", "complete", CONVERGE).await?;
+    let node = &c.nodes[0];
+    let before: Vec<_> = c
+        .jobs("r5")
+        .await?
+        .iter()
+        .filter_map(|j| j.metadata.uid.clone())
+        .collect();
+    let boot = crate::harness::uuid();
+    c.set_boot_id(node, &boot).await?;
+    wait_for("boot id recorded and package re-applied", CONVERGE, || async {
+        let nw = c.get("r5").await?.ok_or_else(|| anyhow::anyhow!("NodeWright gone"))?;
+        let recorded = nw.data["status"]["nodeBootIds"][node.as_str()].as_str() == Some(boot.as_str());
+        let jobs = c.jobs("r5").await?;
+        let old_left = jobs.iter().any(|j| before.contains(&j.metadata.uid.clone().unwrap_or_default()));
+        let new_done = jobs.iter().any(|j| {
+            !before.contains(&j.metadata.uid.clone().unwrap_or_default())
+                && job_label(j, keys::LABEL_STAGE) == "config"
+                && job_finished(j).as_deref() == Some("Complete")
+        });
+        let status = nw.data["status"]["status"].as_str().unwrap_or_default().to_string();
+        if !(recorded && !old_left && new_done && status == "complete") {
+            bail!("recorded={recorded} old Jobs left={old_left} re-run config done={new_done} status={status}");
+        }
+        Ok(Some(()))
+    })
+    .await?;
+    Ok(())
+}

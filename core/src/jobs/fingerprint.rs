@@ -1,5 +1,13 @@
 //! The executor fingerprint `<P>/executor-fingerprint` (decision D19, 04-jobs-rules.md §6.6): a
 //! SHA-256 over the inputs that define what an executor does, and nothing else.
+//!
+//! Recipe (stable; pinned by `d19_fingerprint_is_stable_across_releases`): a JSON object with
+//! `scheme` = `nodewright-executor-fingerprint/v1`, `kind` (`package` | `interrupt`) and the
+//! inputs below, serialized compactly with object keys sorted at every level (UTF-8, serde_json
+//! string escaping), hashed with SHA-256 and written as 64 lowercase hex characters.
+//! Package kind: `image` (03 §0.5 reference), `agentImage`, `version`, `env` (as written),
+//! `resources` (`cpuRequest`/`cpuLimit`/`memoryRequest`/`memoryLimit` as canonical exact values, or
+//! `null`), `configMap`. Interrupt kind: `agentImage`, `version`, `interrupt`, `configInterrupts`.
 
 use std::collections::BTreeMap;
 

@@ -11,9 +11,10 @@ mod node;
 mod nodewright;
 mod objects;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::reflector::Store;
@@ -127,11 +128,71 @@ impl Interpreter {
         self
     }
 
-    /// Applies every effect of `plan` in order; `snapshot` is what the plan was computed from.
+    /// Applies every effect of `plan`; `snapshot` is what the plan was computed from.
+    ///
+    /// Effects on one node keep their order. A run of consecutive node-scoped effects is applied
+    /// for up to [`PARALLEL_NODES`] nodes at a time; every other effect (status, finalizers,
+    /// ConfigMaps) is a barrier applied alone, after everything before it. An Event belongs to
+    /// the effect it follows. Outcomes are reported in plan order.
     pub async fn apply(&self, snapshot: &Snapshot, plan: &Plan) -> Report {
-        let mut report = Report::default();
+        let units = units(&plan.effects);
+        let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
+            plan.effects.iter().map(|_| None).collect();
         let mut scope = Scope::default();
-        for effect in &plan.effects {
+        let mut at = 0;
+        while at < units.len() {
+            let end = units[at..]
+                .iter()
+                .position(|u| u.node.is_none())
+                .map_or(units.len(), |p| at + p);
+            if end == at {
+                let done = self
+                    .run_sequence(snapshot, plan, &units[at].indices, &mut scope)
+                    .await;
+                place(&mut outcomes, done);
+                at += 1;
+                continue;
+            }
+            let mut lanes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+            for unit in &units[at..end] {
+                let node = unit.node.as_deref().unwrap_or_default();
+                lanes.entry(node).or_default().extend(&unit.indices);
+            }
+            let results: Vec<(Scope, Vec<(usize, &'static str, Outcome)>)> =
+                futures::stream::iter(lanes.into_iter().map(|(node, indices)| {
+                    let mut local = scope.fork(node);
+                    async move {
+                        let done = self
+                            .run_sequence(snapshot, plan, &indices, &mut local)
+                            .await;
+                        (local, done)
+                    }
+                }))
+                .buffer_unordered(PARALLEL_NODES)
+                .collect()
+                .await;
+            for (local, done) in results {
+                scope.merge(local);
+                place(&mut outcomes, done);
+            }
+            at = end;
+        }
+        Report {
+            outcomes: outcomes.into_iter().flatten().collect(),
+        }
+    }
+
+    /// Applies the effects at `indices` one after the other under `scope`.
+    async fn run_sequence(
+        &self,
+        snapshot: &Snapshot,
+        plan: &Plan,
+        indices: &[usize],
+        scope: &mut Scope,
+    ) -> Vec<(usize, &'static str, Outcome)> {
+        let mut done = Vec::with_capacity(indices.len());
+        for &i in indices {
+            let effect = &plan.effects[i];
             let kind = effect_kind(effect);
             let outcome = if scope.blocks(effect) {
                 Outcome::Skipped
@@ -141,9 +202,9 @@ impl Interpreter {
             };
             log_outcome(kind, effect, &outcome);
             scope.record(effect, &outcome);
-            report.outcomes.push((kind, outcome));
+            done.push((i, kind, outcome));
         }
-        report
+        done
     }
 
     /// Applies one effect with its precondition.
@@ -226,6 +287,41 @@ impl Interpreter {
     }
 }
 
+/// How many nodes' effects are applied concurrently.
+pub const PARALLEL_NODES: usize = 16;
+
+/// An effect plus the Events that follow it, and the node it concerns.
+struct Unit {
+    node: Option<String>,
+    indices: Vec<usize>,
+}
+
+/// Splits a plan into units; leading Events form their own unit without a node.
+fn units(effects: &[Effect]) -> Vec<Unit> {
+    let mut out: Vec<Unit> = Vec::new();
+    for (i, effect) in effects.iter().enumerate() {
+        match (effect, out.last_mut()) {
+            (Effect::Event(_), Some(last)) => last.indices.push(i),
+            _ => out.push(Unit {
+                node: effect_node(effect).map(str::to_string),
+                indices: vec![i],
+            }),
+        }
+    }
+    out
+}
+
+fn place(
+    outcomes: &mut [Option<(&'static str, Outcome)>],
+    done: Vec<(usize, &'static str, Outcome)>,
+) {
+    for (i, kind, outcome) in done {
+        if let Some(slot) = outcomes.get_mut(i) {
+            *slot = Some((kind, outcome));
+        }
+    }
+}
+
 /// Which later effects a failure blocks.
 struct Scope {
     failed_nodes: BTreeSet<String>,
@@ -244,6 +340,21 @@ impl Default for Scope {
 }
 
 impl Scope {
+    /// The part of the scope one node's lane needs.
+    fn fork(&self, node: &str) -> Scope {
+        let mut local = Scope::default();
+        if self.failed_nodes.contains(node) {
+            local.failed_nodes.insert(node.to_string());
+        }
+        local
+    }
+
+    /// Takes over the failures a lane recorded.
+    fn merge(&mut self, other: Scope) {
+        self.failed_nodes.extend(other.failed_nodes);
+        self.failed_nodewrights.extend(other.failed_nodewrights);
+    }
+
     fn blocks(&self, effect: &Effect) -> bool {
         if matches!(effect, Effect::Event(_)) {
             return !self.previous_happened;

@@ -1289,3 +1289,129 @@ async fn r13_1_first_read_may_come_from_the_cache() {
     assert_eq!(seen[0].body["metadata"]["resourceVersion"], "10");
     assert_eq!(seen[2].body["metadata"]["resourceVersion"], "11");
 }
+
+/// A fake answering by (method, path) in any order; returns the paths in arrival order.
+fn fake_any(answers: Vec<Expect>) -> (Client, JoinHandle<Vec<String>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let task = tokio::spawn(async move {
+        let mut answers = answers;
+        let mut seen = Vec::new();
+        while !answers.is_empty() {
+            let (request, send) = handle.next_request().await.expect("expected a request");
+            let path = request.uri().path().to_string();
+            let bytes = request
+                .into_body()
+                .collect_bytes()
+                .await
+                .unwrap_or_default();
+            let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+            let name = body["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            seen.push(format!("{path} {name}").trim().to_string());
+            let at = answers
+                .iter()
+                .position(|a| a.path == path)
+                .expect("unexpected request");
+            let step = answers.remove(at);
+            send.send_response(
+                Response::builder()
+                    .status(step.status)
+                    .body(Body::from(
+                        serde_json::to_vec(&step.body).unwrap_or_default(),
+                    ))
+                    .expect("valid response"),
+            );
+        }
+        seen
+    });
+    (Client::new(service, "default"), task)
+}
+
+#[tokio::test]
+async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
+    let jobs = "/apis/batch/v1/namespaces/nodewright/jobs";
+    let status_path = "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status";
+    let created = json!({"metadata": {"name": "j"}});
+    let (client, task) = fake_any(vec![
+        expect("POST", jobs, 201, created.clone()),
+        expect("POST", jobs, 201, created.clone()),
+        expect(
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({"metadata": {"name": "e"}}),
+        ),
+        expect(
+            "PATCH",
+            status_path,
+            200,
+            serde_json::to_value(nodewright("2", &[], None)).unwrap_or_default(),
+        ),
+        expect("POST", jobs, 201, created),
+    ]);
+    let snapshot = Snapshot {
+        nodewrights: vec![nodewright("1", &[], None)],
+        ..Snapshot::default()
+    };
+    let plan = Plan {
+        effects: vec![
+            Effect::CreateJob {
+                job: Box::new(job("j1")),
+                context: ctx("n1"),
+            },
+            event("Apply"),
+            Effect::CreateJob {
+                job: Box::new(job("j2")),
+                context: ctx("n2"),
+            },
+            Effect::PatchStatus {
+                nodewright: "nw".into(),
+                status: Box::new(NodeWrightStatus {
+                    package_list: "x".into(),
+                    ..NodeWrightStatus::default()
+                }),
+            },
+            Effect::CreateJob {
+                job: Box::new(job("j3")),
+                context: ctx("n1"),
+            },
+        ],
+        ..Plan::default()
+    };
+    let report = interpreter(client).apply(&snapshot, &plan).await;
+    let kinds: Vec<_> = report
+        .outcomes
+        .iter()
+        .map(|(k, o)| (*k, o.label()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("CreateJob", "applied"),
+            ("Event", "applied"),
+            ("CreateJob", "applied"),
+            ("PatchStatus", "applied"),
+            ("CreateJob", "applied")
+        ]
+    );
+    let seen = task.await.unwrap();
+    let pos = |needle: &str| {
+        seen.iter()
+            .position(|s| s.contains(needle))
+            .unwrap_or(usize::MAX)
+    };
+    assert!(
+        pos("j1") < pos("/status") && pos("j2") < pos("/status"),
+        "{seen:?}"
+    );
+    assert!(
+        pos("/status") < pos("j3"),
+        "the status patch is a barrier: {seen:?}"
+    );
+    assert!(
+        pos("j1") < pos("/events"),
+        "an event follows its write: {seen:?}"
+    );
+}

@@ -415,7 +415,8 @@ pub fn build_package_job(inputs: &JobInputs) -> Job {
         termination_grace_period_seconds: pkg
             .graceful_shutdown
             .as_ref()
-            .and_then(|g| g.trunc_seconds().ok()),
+            .and_then(|g| g.trunc_seconds().ok())
+            .filter(|secs| *secs >= 0),
         image_pull_secrets: image_pull_secrets(inputs.options),
         tolerations: Some(tolerations(nw, inputs.options)),
         volumes: Some(volumes),

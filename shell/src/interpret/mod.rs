@@ -158,7 +158,7 @@ impl Interpreter {
                 let node = unit.node.as_deref().unwrap_or_default();
                 lanes.entry(node).or_default().extend(&unit.indices);
             }
-            let results: Vec<(Scope, Vec<(usize, &'static str, Outcome)>)> =
+            let results: Vec<(Scope, Vec<Done>)> =
                 futures::stream::iter(lanes.into_iter().map(|(node, indices)| {
                     let mut local = scope.fork(node);
                     async move {
@@ -189,7 +189,7 @@ impl Interpreter {
         plan: &Plan,
         indices: &[usize],
         scope: &mut Scope,
-    ) -> Vec<(usize, &'static str, Outcome)> {
+    ) -> Vec<Done> {
         let mut done = Vec::with_capacity(indices.len());
         for &i in indices {
             let effect = &plan.effects[i];
@@ -311,10 +311,10 @@ fn units(effects: &[Effect]) -> Vec<Unit> {
     out
 }
 
-fn place(
-    outcomes: &mut [Option<(&'static str, Outcome)>],
-    done: Vec<(usize, &'static str, Outcome)>,
-) {
+/// One applied effect: its index in the plan, kind and outcome.
+type Done = (usize, &'static str, Outcome);
+
+fn place(outcomes: &mut [Option<(&'static str, Outcome)>], done: Vec<Done>) {
     for (i, kind, outcome) in done {
         if let Some(slot) = outcomes.get_mut(i) {
             *slot = Some((kind, outcome));

@@ -141,6 +141,7 @@ export NODEWRIGHT_E2E_NAMESPACE=nodewright
 export NODEWRIGHT_E2E_JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT
 export NODEWRIGHT_E2E_REAPPLY_ON_REBOOT=1
 export NODEWRIGHT_E2E_OPERATOR_CTL=$E2E_DIR/operator.sh
+export NODEWRIGHT_E2E_OPERATOR_BIN=$OPERATOR_BIN
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 set +e
 cargo test -p nodewright-tests --test e2e -- --ignored --test-threads=1 "${skips[@]}" "$@" 2>&1 | tee "$NODEWRIGHT_RUN/e2e-output.txt"

@@ -200,3 +200,80 @@ async fn a23(c: &Case) -> Result<()> {
     }
     Ok(())
 }
+
+/// 02-lifecycle §8.2 (EnsureReady) and §8.3 (drain): with a pod matching `podNonInterruptLabels`
+/// running, the node is cordoned but nothing else happens (no executor, no eviction); once that pod
+/// is gone, the other (unmanaged) pod is evicted and the rollout completes, node uncordoned.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn s8_2_waits_for_non_interrupt_pods_then_drains() -> Result<()> {
+    let c = Case::new("s82", 1).await?;
+    let r = s8_2(&c).await;
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(c.client.clone(), "default");
+    let dp = kube::api::DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    for p in ["s82-training", "s82-victim"] {
+        let _ = pods.delete(p, &dp).await;
+    }
+    c.finish(r).await
+}
+
+async fn s8_2(c: &Case) -> Result<()> {
+    let node = c.nodes[0].clone();
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(c.client.clone(), "default");
+    for (name, labels) in [
+        ("s82-training", json!({ "workload-class": "training" })),
+        ("s82-victim", json!({})),
+    ] {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": name, "labels": labels },
+            "spec": { "nodeName": node, "containers": [{ "name": "main", "image": "example.invalid/workload" }] },
+        }))?;
+        pods.create(&Default::default(), &pod).await?;
+    }
+    crate::harness::wait_for("workload pods Running", CONVERGE, || async {
+        let mut running = 0;
+        for p in ["s82-training", "s82-victim"] {
+            let pod = pods.get(p).await?;
+            running += usize::from(pod.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+        }
+        Ok((running == 2).then_some(()))
+    })
+    .await?;
+    let intr = json!({ "interrupt": { "type": "service", "services": ["containerd"] } });
+    c.create(c.nodewright(
+        "s82",
+        json!({
+            "podNonInterruptLabels": { "matchLabels": { "workload-class": "training" } },
+            "packages": { "svc": pkg("1.0.0", intr) },
+        }),
+    ))
+    .await?;
+    crate::harness::wait_for("node cordoned", CONVERGE, || async {
+        Ok(cordoned(&c.node(&node).await?).then_some(()))
+    })
+    .await?;
+    crate::harness::hold_for(
+        "no executor and no eviction while training runs",
+        Duration::from_secs(10),
+        || async {
+            let victim = pods.get_opt("s82-victim").await?;
+            Ok(c.jobs("s82").await?.is_empty()
+                && victim.is_some_and(|p| p.metadata.deletion_timestamp.is_none()))
+        },
+    )
+    .await?;
+    pods.delete("s82-training", &Default::default()).await?;
+    crate::harness::wait_for("victim pod evicted", CONVERGE, || async {
+        Ok(pods.get_opt("s82-victim").await?.is_none().then_some(()))
+    })
+    .await?;
+    c.wait_status("s82", "complete", CONVERGE).await?;
+    ensure!(!cordoned(&c.node(&node).await?), "node still cordoned");
+    Ok(())
+}

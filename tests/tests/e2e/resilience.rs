@@ -159,3 +159,33 @@ async fn a14(c: &Case) -> Result<()> {
     ensure!(failed == 0, "status.failed {failed} after an eviction");
     Ok(())
 }
+
+/// A8, action 2 (02-lifecycle §15 option checks): the operator binary refuses to start with a
+/// sub-minute Job TTL: exit code 2 and a message naming the option.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a08_sub_minute_ttl_refused_at_startup() -> Result<()> {
+    let bin = std::env::var("NODEWRIGHT_E2E_OPERATOR_BIN").map_err(|_| {
+        anyhow::anyhow!("NODEWRIGHT_E2E_OPERATOR_BIN unset (run through tests/e2e/run.sh)")
+    })?;
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(bin)
+            .env("JOB_TTL_SUCCEEDED", "30s")
+            .env("PROBE_PORT", "0")
+            .env("METRICS_PORT", "0")
+            .env("ENABLE_WEBHOOKS", "false")
+            .output()
+    })
+    .await??;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(2),
+        "exit {:?}, stderr {stderr}",
+        out.status.code()
+    );
+    ensure!(
+        stderr.contains("JOB_TTL_SUCCEEDED") && stderr.contains("at least"),
+        "message {stderr:?}"
+    );
+    Ok(())
+}

@@ -65,12 +65,14 @@ pub mod builder;
 pub mod classify;
 pub mod configmap;
 pub mod create;
+pub mod evidence;
 pub mod fingerprint;
 pub mod index;
 pub mod matching;
 pub mod naming;
 pub mod outcome;
 pub mod quantity;
+pub mod record;
 pub mod sweep;
 
 pub use annotation::PackageAnnotation;

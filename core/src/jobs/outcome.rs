@@ -1,25 +1,24 @@
 //! Executor outcomes (04-jobs-rules.md §3, §4, §8.10; 02-lifecycle.md §7.9): what the reference's
 //! Job controller and pod watch decide, computed from the snapshot in the pass.
 //!
-//! [`outcomes`] classifies every executor Job; [`entry_changes`] turns one outcome into guarded
-//! node-state changes (the guards of 04 §3.3 and §4.3.4); the outcome's `after_state` effects
-//! (marker + TTL, archive pruning, evidence annotations) go after the node write.
+//! [`outcomes`] classifies every executor Job (finished ones here, active ones in
+//! [`evidence`](super::evidence)); [`entry_changes`] (in [`record`](super::record)) turns one
+//! outcome into guarded node-state changes; the outcome's `after_state` effects (marker + TTL,
+//! archive pruning, evidence annotations) go after the node write.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use jiff::{SignedDuration, Timestamp};
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewright_crds::{NodeState, NodeWright, PackageStatus, Stage, State, keys};
+use nodewright_crds::{NodeState, PackageStatus, Stage, State, keys};
 
-use super::classify::{
-    self, BACKOFF_LIMIT_EXCEEDED, JobState, benign_waiting, image_pull_waiting,
-    live_genuine_failure, pod_failed_genuinely,
-};
+use super::classify::{self, BACKOFF_LIMIT_EXCEEDED, JobState, pod_failed_genuinely};
 use super::index::{ExecutorIndex, ExecutorJob};
-use super::matching::{job_deadline, spec_package};
-use crate::effect::{DeletionReason, Effect, EntryChange, EventSpec, ObjectRef};
+use crate::effect::{DeletionReason, Effect, EventSpec, ObjectRef};
 use crate::{Options, Snapshot};
+
+pub use super::record::{entry_changes, record_events};
 
 /// How long `FailureTarget` may stand before the stage is recorded erroring (04 §4.6.2).
 pub const FAILURE_TARGET_GRACE: Duration = Duration::from_secs(300);
@@ -111,7 +110,7 @@ pub struct Outcomes {
 }
 
 impl Outcomes {
-    fn requeue(&mut self, after: Duration) {
+    pub(super) fn requeue(&mut self, after: Duration) {
         self.requeue_after = Some(self.requeue_after.map_or(after, |c| c.min(after)));
     }
 }
@@ -132,7 +131,7 @@ pub fn snapshot_node_state(snapshot: &Snapshot, nw: &str, node: &str) -> Option<
 }
 
 /// The node status annotation `<P>/status_<nw>` of a node.
-fn node_status<'n>(node: Option<&'n Node>, nw: &str) -> Option<&'n str> {
+pub(super) fn node_status<'n>(node: Option<&'n Node>, nw: &str) -> Option<&'n str> {
     node?
         .metadata
         .annotations
@@ -190,7 +189,7 @@ pub fn prune_archives(job: &ExecutorJob) -> Vec<Effect> {
         .collect()
 }
 
-fn nodewright_ref(name: &str) -> ObjectRef {
+pub(super) fn nodewright_ref(name: &str) -> ObjectRef {
     ObjectRef {
         kind: "NodeWright".to_string(),
         name: name.to_string(),
@@ -199,7 +198,7 @@ fn nodewright_ref(name: &str) -> ObjectRef {
     }
 }
 
-fn node_ref(name: &str) -> ObjectRef {
+pub(super) fn node_ref(name: &str) -> ObjectRef {
     ObjectRef {
         kind: "Node".to_string(),
         name: name.to_string(),
@@ -208,7 +207,7 @@ fn node_ref(name: &str) -> ObjectRef {
     }
 }
 
-fn event(
+pub(super) fn event(
     regarding: ObjectRef,
     warning: bool,
     reason: &str,
@@ -225,7 +224,7 @@ fn event(
 }
 
 /// The `<P>/last-failure` patch and its Event, only when the value changes (04 §4.3.9).
-fn last_failure(job: &ExecutorJob, value: String) -> Vec<Effect> {
+pub(super) fn last_failure(job: &ExecutorJob, value: String) -> Vec<Effect> {
     if job.annotation(keys::LAST_FAILURE) == Some(value.as_str()) {
         return Vec::new();
     }
@@ -248,17 +247,20 @@ fn last_failure(job: &ExecutorJob, value: String) -> Vec<Effect> {
     ]
 }
 
-fn entry_at<'s>(state: Option<&'s NodeState>, job: &ExecutorJob) -> Option<&'s PackageStatus> {
+pub(super) fn entry_at<'s>(
+    state: Option<&'s NodeState>,
+    job: &ExecutorJob,
+) -> Option<&'s PackageStatus> {
     let p = job.package.as_ref()?;
     state?.get(&p.name, &p.version)
 }
 
 /// Open = present, at the Job's stage and not complete (the shared guard of 04 §3.3 / §4.3.4).
-fn open_at_stage(entry: Option<&PackageStatus>, stage: Option<Stage>) -> bool {
+pub(super) fn open_at_stage(entry: Option<&PackageStatus>, stage: Option<Stage>) -> bool {
     entry.is_some_and(|e| Some(e.stage) == stage && e.state != Some(State::Complete))
 }
 
-fn base(job: &ExecutorJob, kind: OutcomeKind, after_state: Vec<Effect>) -> Outcome {
+pub(super) fn base(job: &ExecutorJob, kind: OutcomeKind, after_state: Vec<Effect>) -> Outcome {
     let p = job.package.as_ref();
     Outcome {
         nodewright: job.nodewright.clone(),
@@ -317,7 +319,7 @@ pub fn outcomes(
                 out.items
                     .push(failed(job, reason, state, node.is_some(), options));
             }
-            _ => active(job, state, node, options, now, &mut out),
+            _ => super::evidence::active(job, state, node, options, now, &mut out),
         }
     }
     out
@@ -364,467 +366,4 @@ fn failed(
         }
     };
     base(job, kind, after)
-}
-
-/// The newest child pod that is not terminating (the live attempt), if any.
-fn live_pod<'p>(job: &ExecutorJob<'p>) -> Option<&'p Pod> {
-    job.pods
-        .iter()
-        .rev()
-        .find(|p| !classify::is_terminating(p) && !classify::has_disruption_target(p))
-        .copied()
-}
-
-fn since(now: Timestamp, then: Timestamp) -> Duration {
-    let d: SignedDuration = now.duration_since(then);
-    Duration::try_from(d).unwrap_or(Duration::ZERO)
-}
-
-fn active(
-    job: &ExecutorJob,
-    state: Option<&NodeState>,
-    node: Option<&Node>,
-    options: &Options,
-    now: Timestamp,
-    out: &mut Outcomes,
-) {
-    let entry = entry_at(state, job);
-    let open = open_at_stage(entry, job.stage) && job.package.is_some();
-    let mut job_only = prune_archives(job);
-    let mut state_kind: Option<OutcomeKind> = None;
-    let mut state_after: Vec<Effect> = Vec::new();
-    let JobState::Unfinished {
-        suspended,
-        failure_target_since,
-    } = &job.state
-    else {
-        return;
-    };
-    if let Some(pod) = live_pod(job).filter(|_| !*suspended) {
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        if live_genuine_failure(pod) {
-            let (container, reason, message) = failing_container(pod);
-            let restarts = if job.interrupt {
-                Some(classify::init_restart_count(pod, "interrupt"))
-            } else {
-                Some(classify::failed_attempts(job.job))
-            };
-            if open {
-                state_kind = Some(OutcomeKind::AttemptFailed {
-                    restarts,
-                    evidence: Evidence {
-                        pod: pod_name.clone(),
-                        container,
-                        reason,
-                        message,
-                    },
-                });
-            }
-            if let Some(end) = end_interrupt(job, pod, open, failure_target_since.is_some()) {
-                job_only.extend(end);
-            }
-        } else if let Some((container, reason, message)) =
-            classify::stuck_container(pod).filter(|(_, r, _)| !benign_waiting(r))
-        {
-            let value = format!("{container}: {reason}: {message}");
-            let grace = options.job_image_pull_grace;
-            let pull_expired = image_pull_waiting(&reason)
-                && !grace.is_zero()
-                && classify::waiting_since(pod).is_some_and(|t| {
-                    let waited = since(now, t);
-                    if waited < grace {
-                        out.requeue(grace - waited);
-                    }
-                    waited >= grace
-                });
-            if pull_expired && open {
-                state_kind = Some(OutcomeKind::AttemptFailed {
-                    restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),
-                    evidence: Evidence {
-                        pod: pod_name.clone(),
-                        container,
-                        reason,
-                        message,
-                    },
-                });
-                state_after.extend(last_failure(job, value));
-            } else {
-                job_only.extend(last_failure(job, value));
-            }
-        } else if classify::never_started(pod) {
-            let deadline = job_deadline(job.job);
-            if deadline > 0 {
-                let limit = Duration::from_secs(deadline.unsigned_abs());
-                if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
-                    let waited = since(now, created.0);
-                    if waited > limit {
-                        job_only.extend(last_failure(
-                            job,
-                            format!("{pod_name}: not started by the kubelet"),
-                        ));
-                    } else {
-                        out.requeue(limit - waited + Duration::from_secs(1));
-                    }
-                }
-            }
-        }
-    }
-    if let Some(since_ft) = failure_target_since {
-        let waited = since(now, *since_ft);
-        if job.interrupt && job.annotation(keys::LAST_LOGS).is_none() {
-            job_only.extend(last_logs_waiting(job));
-        }
-        if waited > FAILURE_TARGET_GRACE {
-            // No marker follows this verdict, so it is re-derived every pass: emit it only
-            // while it still changes something (entry or node status not yet erroring).
-            let recorded = entry.is_some_and(|e| e.state == Some(State::Erroring))
-                && node_status(node, &job.nodewright)
-                    == Some(nodewright_crds::Status::Erroring.as_str());
-            if open && !recorded {
-                state_kind = Some(OutcomeKind::TerminalFailed {
-                    reason: "FailureTarget".to_string(),
-                    restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),
-                });
-            }
-        } else {
-            out.requeue(FAILURE_TARGET_GRACE - waited + Duration::from_secs(1));
-        }
-    }
-    if state_kind.is_none() && open && !job.interrupt {
-        let failed = classify::failed_attempts(job.job);
-        if entry.is_some_and(|e| e.restarts != failed) {
-            state_kind = Some(OutcomeKind::Restarts { restarts: failed });
-        }
-    }
-    if let Some(kind) = state_kind {
-        out.items.push(base(job, kind, state_after));
-    }
-    if !job_only.is_empty() {
-        out.items.push(base(job, OutcomeKind::JobOnly, job_only));
-    }
-}
-
-fn failing_container(pod: &Pod) -> (String, String, String) {
-    if classify::deadline_kill(pod) {
-        let message = pod
-            .status
-            .as_ref()
-            .and_then(|s| s.message.clone())
-            .unwrap_or_default();
-        return (
-            String::new(),
-            classify::DEADLINE_EXCEEDED.to_string(),
-            message,
-        );
-    }
-    let Some(cs) = classify::first_unsuccessful_init(pod) else {
-        return Default::default();
-    };
-    let state = cs.state.as_ref();
-    if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
-        let reason = t
-            .reason
-            .clone()
-            .unwrap_or_else(|| format!("exit code {}", t.exit_code));
-        return (
-            cs.name.clone(),
-            reason,
-            t.message.clone().unwrap_or_default(),
-        );
-    }
-    let w = state.and_then(|s| s.waiting.as_ref());
-    (
-        cs.name.clone(),
-        w.and_then(|w| w.reason.clone()).unwrap_or_default(),
-        w.and_then(|w| w.message.clone()).unwrap_or_default(),
-    )
-}
-
-/// D18 (04 §8.10): end a crash-looping non-reboot interrupt Job past its restart allowance.
-fn end_interrupt(
-    job: &ExecutorJob,
-    pod: &Pod,
-    open: bool,
-    failure_target: bool,
-) -> Option<Vec<Effect>> {
-    if !job.interrupt
-        || !open
-        || failure_target
-        || job.annotation(keys::RESTART_LIMIT_EXCEEDED).is_some()
-    {
-        return None;
-    }
-    if matches!(
-        job.state,
-        JobState::Unfinished {
-            suspended: true,
-            ..
-        }
-    ) {
-        return None;
-    }
-    let allowance: i32 = job.annotation(keys::RESTART_ALLOWANCE)?.parse().ok()?;
-    let restarts = classify::init_restart_count(pod, "interrupt");
-    if restarts < allowance {
-        return None;
-    }
-    let message = format!(
-        "interrupt Job [{}] on node [{}] restarted {restarts} times (allowance {allowance}); ending it",
-        job.name, job.node
-    );
-    Some(vec![
-        Effect::EndInterruptJob {
-            name: job.name.clone(),
-            uid: job.uid.clone(),
-            resource_version: job.job.metadata.resource_version.clone(),
-            restarts,
-            context: job.context(),
-        },
-        event(
-            node_ref(&job.node),
-            true,
-            "Interrupt",
-            "RestartLimitExceeded",
-            message.clone(),
-        ),
-        event(
-            nodewright_ref(&job.nodewright),
-            true,
-            "Interrupt",
-            "RestartLimitExceeded",
-            message,
-        ),
-    ])
-}
-
-/// The waiting-reason form of the `last-logs` snapshot for interrupt Jobs at `FailureTarget`
-/// (03 §6.5 steps 2-4, 6); the log-tail form needs the pod-log API and is the shell's.
-fn last_logs_waiting(job: &ExecutorJob) -> Vec<Effect> {
-    if job.pods.iter().any(|p| pod_failed_genuinely(p)) {
-        return Vec::new();
-    }
-    let phase = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default()
-    };
-    let Some(target) = job
-        .pods
-        .iter()
-        .find(|p| matches!(phase(p).as_str(), "Running" | "Pending"))
-    else {
-        return Vec::new();
-    };
-    let Some((container, reason, message)) = classify::stuck_container(target) else {
-        return Vec::new();
-    };
-    if reason.is_empty() || reason == "CrashLoopBackOff" {
-        return Vec::new();
-    }
-    vec![Effect::PatchJob {
-        name: job.name.clone(),
-        uid: job.uid.clone(),
-        suspend: None,
-        ttl_seconds_after_finished: None,
-        annotations: [(
-            keys::LAST_LOGS.to_string(),
-            Some(format!("{container}: {reason}: {message}")),
-        )]
-        .into(),
-        context: job.context(),
-    }]
-}
-
-fn set(entry: &PackageStatus, stage: Stage, state: State, restarts: i32) -> PackageStatus {
-    PackageStatus {
-        stage,
-        state: Some(state),
-        restarts,
-        ..entry.clone()
-    }
-}
-
-fn change(nw: &str, entry: &PackageStatus, set: Option<PackageStatus>) -> EntryChange {
-    EntryChange {
-        nodewright: nw.to_string(),
-        key: entry.unique_name(),
-        expect: Some(entry.clone()),
-        set,
-    }
-}
-
-/// Guarded node-state changes for one outcome against the pass's view of the node's document
-/// for that NodeWright (04 §3.3–3.4, §4.3.3–4.3.4, §4.4.2, §4.5.4; 02 T3–T5, T9–T12, T20).
-/// `nw` is `None` when the NodeWright is gone (no promotion, 04 §3.4). Empty = nothing to write.
-pub fn entry_changes(
-    outcome: &Outcome,
-    nw: Option<&NodeWright>,
-    state: &NodeState,
-) -> Vec<EntryChange> {
-    let own = state.get(&outcome.package, &outcome.version);
-    let open = open_at_stage(own, outcome.stage);
-    let name = outcome.nodewright.as_str();
-    match &outcome.kind {
-        OutcomeKind::JobOnly => Vec::new(),
-        OutcomeKind::Restarts { restarts } => match own {
-            Some(e) if open && e.restarts != *restarts => {
-                vec![change(
-                    name,
-                    e,
-                    Some(PackageStatus {
-                        restarts: *restarts,
-                        ..e.clone()
-                    }),
-                )]
-            }
-            _ => Vec::new(),
-        },
-        OutcomeKind::AttemptFailed { restarts, .. } => match own {
-            Some(e) if open => {
-                let r = restarts.unwrap_or(e.restarts);
-                let new = set(e, e.stage, State::Erroring, r);
-                if new == *e {
-                    Vec::new()
-                } else {
-                    vec![change(name, e, Some(new))]
-                }
-            }
-            _ => Vec::new(),
-        },
-        OutcomeKind::TerminalFailed { restarts, .. } => match own {
-            // 04 §4.4.2 guard plus the port's refusal to regress a completion (4.4.6). The
-            // write happens even when already erroring: node status must still turn erroring.
-            Some(e) if open => {
-                let new = set(e, e.stage, State::Erroring, restarts.unwrap_or(e.restarts));
-                vec![change(name, e, Some(new))]
-            }
-            _ => Vec::new(),
-        },
-        OutcomeKind::Completed { attempts } => completion(outcome, nw, state, *attempts),
-        OutcomeKind::InterruptCompleted { attempts } => {
-            let mut changes = Vec::new();
-            if nw.is_some() {
-                for e in state.0.values() {
-                    if e.stage == Stage::Interrupt && e.state == Some(State::Skipped) {
-                        changes.push(change(
-                            name,
-                            e,
-                            Some(set(e, Stage::Interrupt, State::Complete, e.restarts)),
-                        ));
-                    }
-                }
-            }
-            let promoted_own = changes
-                .iter()
-                .any(|c| Some(&c.key) == own.map(|e| e.unique_name()).as_ref());
-            if let Some(e) = own.filter(|_| open && !promoted_own) {
-                changes.push(change(
-                    name,
-                    e,
-                    Some(completed_entry(e, outcome, *attempts)),
-                ));
-            }
-            changes
-        }
-    }
-}
-
-fn completed_entry(e: &PackageStatus, outcome: &Outcome, attempts: i32) -> PackageStatus {
-    PackageStatus {
-        stage: e.stage,
-        state: Some(State::Complete),
-        restarts: attempts,
-        image: if outcome.image.is_empty() {
-            e.image.clone()
-        } else {
-            outcome.image.clone()
-        },
-        container_sha: outcome.container_sha.clone(),
-        ..e.clone()
-    }
-}
-
-fn completion(
-    outcome: &Outcome,
-    nw: Option<&NodeWright>,
-    state: &NodeState,
-    attempts: i32,
-) -> Vec<EntryChange> {
-    let name = outcome.nodewright.as_str();
-    let Some(e) = state.get(&outcome.package, &outcome.version) else {
-        return Vec::new();
-    };
-    if !open_at_stage(Some(e), outcome.stage) {
-        return Vec::new();
-    }
-    match outcome.stage {
-        Some(Stage::Upgrade) => {
-            let mut changes: Vec<EntryChange> = state
-                .entries_of(&outcome.package)
-                .filter(|other| other.version != outcome.version)
-                .map(|other| change(name, other, None))
-                .collect();
-            changes.push(change(name, e, Some(completed_entry(e, outcome, attempts))));
-            changes
-        }
-        Some(Stage::Uninstall) => {
-            let spec = nw.and_then(|nw| spec_package(nw, &outcome.package));
-            match spec {
-                Some(p) if p.version == outcome.version && p.interrupt.is_some() => {
-                    vec![change(
-                        name,
-                        e,
-                        Some(set(e, Stage::UninstallInterrupt, State::InProgress, 0)),
-                    )]
-                }
-                _ => vec![change(name, e, None)],
-            }
-        }
-        _ => vec![change(name, e, Some(completed_entry(e, outcome, attempts)))],
-    }
-}
-
-/// Events E13–E15 (02 §12.6) for an outcome whose entry changes were written; none when nothing
-/// was written. Emit them after the node write, before `after_state`.
-pub fn record_events(outcome: &Outcome, changes: &[EntryChange]) -> Vec<Effect> {
-    if changes.is_empty() {
-        return Vec::new();
-    }
-    let nw = &outcome.nodewright;
-    let pkg = format!("{}:{}", outcome.package, outcome.version);
-    let own_written = changes.iter().any(|c| {
-        c.key == nodewright_crds::nodewright::unique_name(&outcome.package, &outcome.version)
-    });
-    let message = match &outcome.kind {
-        OutcomeKind::Completed { .. } => {
-            format!("Package [{pkg}] state complete on [nodewright:{nw}]")
-        }
-        OutcomeKind::InterruptCompleted { .. } if own_written => {
-            format!("Package [{pkg}] state complete on [nodewright:{nw}]")
-        }
-        OutcomeKind::InterruptCompleted { .. } => format!(
-            "Interrupt complete on [nodewright:{nw}]: promoted packages skipped during interrupt sequencing"
-        ),
-        OutcomeKind::TerminalFailed { reason, .. } => format!(
-            "Package [{pkg}] stage {} failed on [nodewright:{nw}]: {reason}",
-            outcome.stage.map(Stage::as_str).unwrap_or_default()
-        ),
-        OutcomeKind::AttemptFailed { .. } => {
-            format!("Package [{pkg}] state erroring on [nodewright:{nw}]")
-        }
-        OutcomeKind::Restarts { .. } | OutcomeKind::JobOnly => return Vec::new(),
-    };
-    let (reason, action) = match &outcome.kind {
-        OutcomeKind::TerminalFailed { .. } => ("State", "JobFailed"),
-        OutcomeKind::AttemptFailed { .. } => ("Apply", "UpdateNodeState"),
-        _ => ("State", "JobComplete"),
-    };
-    vec![event(
-        node_ref(&outcome.node),
-        false,
-        reason,
-        action,
-        message,
-    )]
 }

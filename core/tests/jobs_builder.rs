@@ -59,6 +59,15 @@ fn r1_1_2_golden_package_job_worked_example() {
 }
 
 #[test]
+fn r1_3_2_golden_plain_package_stage_without_config() {
+    let nw = demo();
+    let o = options();
+    let pkg = nw.spec.packages["baz"].clone();
+    let job = jobs::build_package_job(&inputs(&nw, &pkg, Stage::PostInterrupt, "worker-1", &o));
+    assert_golden(&job, "package_post_interrupt_plain.json");
+}
+
+#[test]
 fn r1_3_golden_package_job_with_every_option() {
     let sha = format!("sha256:{}", "ab".repeat(32));
     let mut pkg = package("baz", "1.1.0");

@@ -83,7 +83,7 @@ kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvi
 phase "namespace and CRDs installed"
 
 # --- 3. operator -------------------------------------------------------------------------------
-cargo build -q -p nodewright-shell --bin nodewright-operator
+cargo build -q -p nodewright-shell --bin nodewright-operator --bin kubectl-nodewright
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 OPERATOR_BIN=$target_dir/debug/nodewright-operator
 [ -x "$OPERATOR_BIN" ] || { e2e_say "operator binary not found at $OPERATOR_BIN"; exit 1; }
@@ -142,6 +142,7 @@ export NODEWRIGHT_E2E_JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT
 export NODEWRIGHT_E2E_REAPPLY_ON_REBOOT=1
 export NODEWRIGHT_E2E_OPERATOR_CTL=$E2E_DIR/operator.sh
 export NODEWRIGHT_E2E_OPERATOR_BIN=$OPERATOR_BIN
+export NODEWRIGHT_E2E_CLI_BIN=$target_dir/debug/kubectl-nodewright
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 set +e
 cargo test -p nodewright-tests --test e2e -- --ignored --test-threads=1 "${skips[@]}" "$@" 2>&1 | tee "$NODEWRIGHT_RUN/e2e-output.txt"

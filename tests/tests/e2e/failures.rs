@@ -266,3 +266,76 @@ async fn a16(c: &Case) -> Result<()> {
         .await?;
     Ok(())
 }
+
+/// A3, last action, through the CLI: `kubectl nodewright package rerun` on a package whose Job
+/// failed terminally replaces that Job (new UID) and the stage runs again.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a03b_cli_package_rerun_replaces_failed_job() -> Result<()> {
+    let c = Case::new("a03b", 1).await?;
+    let r = a03b(&c).await;
+    c.finish(r).await
+}
+
+async fn a03b(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a03b",
+        json!({ "packages": { "e2e-fail-apply-q": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let budget = CONVERGE + Duration::from_secs(10 * (1u64 << backoff_limit().clamp(0, 6)));
+    let failed = wait_for("apply Job Failed and recorded", budget, || async {
+        let Some(j) = c.jobs("a03b").await?.into_iter().next() else {
+            return Ok(None);
+        };
+        let recorded = j.annotations().get(keys::STATE_RECORDED).is_some();
+        Ok((job_finished(&j).as_deref() == Some("Failed") && recorded).then_some(j))
+    })
+    .await?;
+    let node = c.nodes[0].clone();
+    let out = cli(&[
+        "package",
+        "rerun",
+        "e2e-fail-apply-q",
+        "--nodewright",
+        "a03b",
+        "--node",
+        &node,
+        "-y",
+    ])
+    .await?;
+    eprintln!("[e2e] cli: {out}");
+    let uid = failed.metadata.uid.clone();
+    wait_for("a new apply Job after package rerun", CONVERGE, || async {
+        let jobs = c.jobs("a03b").await?;
+        Ok(jobs
+            .iter()
+            .any(|j| {
+                j.metadata.uid != uid
+                    && j.metadata.deletion_timestamp.is_none()
+                    && job_label(j, keys::LABEL_STAGE) == "apply"
+            })
+            .then_some(()))
+    })
+    .await?;
+    Ok(())
+}
+
+/// Runs `kubectl-nodewright` (built by the driver, `NODEWRIGHT_E2E_CLI_BIN`) and returns stdout.
+async fn cli(args: &[&str]) -> Result<String> {
+    let bin = std::env::var("NODEWRIGHT_E2E_CLI_BIN").map_err(|_| {
+        anyhow::anyhow!("NODEWRIGHT_E2E_CLI_BIN unset (run through tests/e2e/run.sh)")
+    })?;
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let out =
+        tokio::task::spawn_blocking(move || std::process::Command::new(bin).args(&args).output())
+            .await??;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    ensure!(
+        out.status.success(),
+        "kubectl-nodewright failed ({:?}): {stdout}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(stdout)
+}

@@ -277,3 +277,60 @@ async fn s8_2(c: &Case) -> Result<()> {
     ensure!(!cordoned(&c.node(&node).await?), "node still cordoned");
     Ok(())
 }
+
+/// R3 + R8 (02-lifecycle §10.3, §10.2): a `runtimeRequired` + `autoTaintNewNodes` NodeWright taints
+/// an untouched node with the runtime-required taint (and `<P>/autoTaint_*`), runs its packages
+/// anyway, and removes the taint once the node is complete.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn r3_r8_runtime_required_taint_added_then_removed() -> Result<()> {
+    let c = Case::new("r38", 1).await?;
+    let r = r3_r8(&c).await;
+    c.finish(r).await
+}
+
+async fn r3_r8(c: &Case) -> Result<()> {
+    const TAINT: &str = "nodewright.nvidia.com";
+    let node = c.nodes[0].clone();
+    let tainted = |n: &k8s_openapi::api::core::v1::Node| {
+        n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.key == TAINT && t.effect == "NoSchedule")
+            })
+    };
+    c.create(c.nodewright(
+        "r38",
+        json!({ "runtimeRequired": true, "autoTaintNewNodes": true, "packages": { "pkg": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let seen = std::cell::Cell::new(false);
+    crate::harness::wait_for("NodeWright complete", CONVERGE, || async {
+        let n = c.node(&node).await?;
+        seen.set(seen.get() || tainted(&n));
+        Ok((c.status("r38").await? == "complete").then_some(()))
+    })
+    .await?;
+    ensure!(
+        seen.get(),
+        "the runtime-required taint was never seen on the node"
+    );
+    crate::harness::wait_for("taint removed", Duration::from_secs(30), || async {
+        Ok((!tainted(&c.node(&node).await?)).then_some(()))
+    })
+    .await?;
+    let n = c.node(&node).await?;
+    let marked = n
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .keys()
+        .any(|k| k.starts_with(&format!("{}/autoTaint_", keys::PREFIX)));
+    ensure!(
+        marked,
+        "no <P>/autoTaint_* annotation (the node would be re-tainted)"
+    );
+    Ok(())
+}

@@ -287,6 +287,9 @@ impl Interpreter {
     }
 }
 
+/// Annotation naming the node of a node-metadata ConfigMap.
+const NODE_NAME_ANNOTATION: &str = "nodewright.nvidia.com/Node.name";
+
 /// How many nodes' effects are applied concurrently.
 pub const PARALLEL_NODES: usize = 16;
 
@@ -396,6 +399,13 @@ fn effect_node(effect: &Effect) -> Option<&str> {
     match effect {
         Effect::PatchNode(p) => Some(&p.node),
         Effect::PatchNodeConditions { node, .. } => Some(node),
+        // A node-metadata ConfigMap belongs to its node's lane.
+        Effect::UpsertConfigMap { config_map, .. } => config_map
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(NODE_NAME_ANNOTATION)
+            .map(String::as_str),
         other => effect_context(other).node.as_deref(),
     }
 }

@@ -53,10 +53,11 @@ pub struct Caches {
     pub nodes: Store<Node>,
     /// Jobs in the operator namespace carrying the name label.
     pub jobs: Store<Job>,
-    /// Executor pods in the operator namespace.
-    pub executor_pods: Store<Pod>,
-    /// Scheduled pods cluster-wide, slimmed to what drain classification reads.
+    /// Scheduled pods cluster-wide: executor pods (operator namespace, both labels) keep their
+    /// status, workload pods are slimmed to what drain classification reads.
     pub pods: Store<Pod>,
+    /// The operator namespace.
+    pub namespace: String,
     /// ConfigMaps in the operator namespace.
     pub config_maps: Store<ConfigMap>,
     /// PodDisruptionBudgets cluster-wide.
@@ -68,8 +69,6 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
     let mut tasks = Vec::new();
     let all = watcher::Config::default();
     let labelled = watcher::Config::default().labels(keys::LABEL_NAME);
-    let executors =
-        watcher::Config::default().labels(&format!("{},{}", keys::LABEL_NAME, keys::PACKAGE));
     let scheduled = watcher::Config::default().fields("spec.nodeName!=");
     let changed = Arc::new(Mutex::new(HashMap::new()));
 
@@ -106,20 +105,19 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         strip_meta,
         always,
     );
-    let executor_pods = spawn(
-        &mut tasks,
-        Api::namespaced(client.clone(), namespace),
-        executors,
-        trigger,
-        strip_meta,
-        always,
-    );
+    let ns = namespace.to_string();
     let pods = spawn(
         &mut tasks,
         Api::all(client.clone()),
         scheduled,
         trigger,
-        strip_pod,
+        move |p: &mut Pod| {
+            if is_executor(p, &ns) {
+                strip_executor_pod(p)
+            } else {
+                strip_pod(p)
+            }
+        },
         always,
     );
     let config_maps = spawn(
@@ -143,8 +141,8 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         policies,
         nodes,
         jobs,
-        executor_pods,
         pods,
+        namespace: namespace.to_string(),
         config_maps,
         pdbs,
     };
@@ -218,6 +216,33 @@ fn strip_node(node: &mut Node) {
     }
 }
 
+/// Executor evidence (D16): a pod in the operator namespace with both the name and package labels.
+pub fn is_executor(pod: &Pod, namespace: &str) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    pod.metadata.namespace.as_deref() == Some(namespace)
+        && labels.is_some_and(|l| l.contains_key(keys::LABEL_NAME) && l.contains_key(keys::PACKAGE))
+}
+
+/// Drops what the core never reads from an executor pod (container details of the spec); its
+/// status (container verdicts, conditions) is kept whole.
+fn strip_executor_pod(pod: &mut Pod) {
+    strip_meta(pod);
+    if let Some(spec) = pod.spec.as_mut() {
+        let slim = |c: &mut k8s_openapi::api::core::v1::Container| {
+            *c = k8s_openapi::api::core::v1::Container {
+                name: std::mem::take(&mut c.name),
+                image: c.image.take(),
+                ..Default::default()
+            }
+        };
+        spec.containers.iter_mut().for_each(slim);
+        spec.init_containers.iter_mut().flatten().for_each(slim);
+        if let Some(volumes) = spec.volumes.as_mut() {
+            volumes.retain(|v| v.empty_dir.is_some());
+        }
+    }
+}
+
 /// Keeps only what drain classification and interrupt gating read from a workload pod.
 fn strip_pod(pod: &mut Pod) {
     strip_meta(pod);
@@ -282,7 +307,6 @@ impl Caches {
             self.policies.wait_until_ready(),
             self.nodes.wait_until_ready(),
             self.jobs.wait_until_ready(),
-            self.executor_pods.wait_until_ready(),
             self.pods.wait_until_ready(),
             self.config_maps.wait_until_ready(),
         );
@@ -303,30 +327,20 @@ impl Caches {
             .filter(|n| node_is_touched(n))
             .filter_map(|n| n.metadata.name.clone())
             .collect();
-        let executor_uids: BTreeSet<String> = self
-            .executor_pods
-            .state()
-            .iter()
-            .filter_map(|p| p.metadata.uid.clone())
-            .collect();
-        let workload_pods = self
-            .pods
-            .state()
-            .iter()
-            .filter(|p| {
-                p.spec
-                    .as_ref()
-                    .and_then(|s| s.node_name.as_ref())
-                    .is_some_and(|n| touched.contains(n))
-            })
-            .filter(|p| {
-                !p.metadata
-                    .uid
-                    .as_ref()
-                    .is_some_and(|u| executor_uids.contains(u))
-            })
-            .map(|p| (**p).clone())
-            .collect();
+        let mut executor_pods = Vec::new();
+        let mut workload_pods = Vec::new();
+        for p in self.pods.state() {
+            if is_executor(&p, &self.namespace) {
+                executor_pods.push((*p).clone());
+            } else if p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| touched.contains(n))
+            {
+                workload_pods.push((*p).clone());
+            }
+        }
         let config_maps = self
             .config_maps
             .state()
@@ -343,7 +357,7 @@ impl Caches {
             policies: owned(&self.policies),
             nodes,
             jobs: owned(&self.jobs),
-            executor_pods: owned(&self.executor_pods),
+            executor_pods,
             workload_pods,
             config_maps,
             pod_disruption_budgets: owned(&self.pdbs),
@@ -358,7 +372,6 @@ impl Caches {
             ("deploymentpolicy", self.policies.len()),
             ("node", self.nodes.len()),
             ("job", self.jobs.len()),
-            ("executor_pod", self.executor_pods.len()),
             ("pod", self.pods.len()),
             ("configmap", self.config_maps.len()),
             ("pdb", self.pdbs.len()),
@@ -469,8 +482,6 @@ mod snapshot_tests {
             pod("w", "on-c", "3", "c", json!({})),
             pod("nodewright", "exec", "4", "a", exec_labels.clone()),
         ]);
-        let (executor_pods, _w3) =
-            filled::<Pod>(vec![pod("nodewright", "exec", "4", "a", exec_labels)]);
         let (config_maps, _w4) = filled::<ConfigMap>(vec![
             json!({"metadata": {"namespace": "nodewright", "name": "x", "labels": {keys::LABEL_NAME: "nw"}}}),
             json!({"metadata": {"namespace": "nodewright", "name": "m", "labels": {keys::NODE_META: "nw"}}}),
@@ -481,8 +492,8 @@ mod snapshot_tests {
             policies: reflector::store().0,
             nodes,
             jobs: reflector::store().0,
-            executor_pods,
             pods,
+            namespace: "nodewright".into(),
             config_maps,
             pdbs: reflector::store().0,
         };
@@ -543,8 +554,8 @@ mod scale {
             policies: reflector::store().0,
             nodes,
             jobs: reflector::store().0,
-            executor_pods: reflector::store().0,
             pods: reflector::store().0,
+            namespace: "nodewright".into(),
             config_maps: reflector::store().0,
             pdbs: reflector::store().0,
         };
@@ -554,6 +565,38 @@ mod scale {
             "snapshot of {} nodes: {:?}",
             s.nodes.len(),
             started.elapsed()
+        );
+    }
+}
+
+#[cfg(test)]
+mod executor_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn d16_executor_pods_keep_status_but_lose_spec_details() {
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "e", "namespace": "nodewright",
+                         "labels": {keys::LABEL_NAME: "nw", keys::PACKAGE: "p-1"}},
+            "spec": {"nodeName": "n1", "initContainers": [{"name": "p-apply", "image": "i", "env": [{"name": "E"}]}],
+                     "containers": [{"name": "pause", "image": "p", "args": ["x"]}]},
+            "status": {"initContainerStatuses": [{"name": "p-apply", "restartCount": 2, "ready": false,
+                        "image": "i", "imageID": "", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}
+        })).unwrap_or_default();
+        assert!(is_executor(&pod, "nodewright"));
+        assert!(!is_executor(&pod, "other"));
+        strip_executor_pod(&mut pod);
+        let v = serde_json::to_value(&pod).unwrap_or_default();
+        assert_eq!(
+            v["spec"]["initContainers"],
+            json!([{"name": "p-apply", "image": "i"}])
+        );
+        assert_eq!(v["spec"]["nodeName"], "n1");
+        assert_eq!(v["status"]["initContainerStatuses"][0]["restartCount"], 2);
+        assert_eq!(
+            v["status"]["initContainerStatuses"][0]["state"]["waiting"]["reason"],
+            "ImagePullBackOff"
         );
     }
 }

@@ -89,6 +89,18 @@ fn r2_1_invalid_selector_is_an_error_and_other_nodewrights_proceed() {
     );
     let plan = step(&mut s);
     assert!(plan.errors.iter().any(|e| e.contains("bad")));
+    assert!(events(&plan).contains(&("InvalidSpec".into(), "ValidateSpec".into())));
+    let bad = s
+        .nodewrights
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some("bad"))
+        .unwrap();
+    assert_eq!(
+        status::condition(&bad.status.as_ref().unwrap().conditions, "Blocked")
+            .unwrap()
+            .reason,
+        "InvalidSpec"
+    );
     converge(&mut s, 10);
     assert_eq!(node_status(&s, "n1", "good"), Some(Status::Complete));
 }
@@ -123,6 +135,7 @@ fn r2_2_malformed_node_state_raises_condition_and_leaves_other_nodewright_alone(
     )
     .unwrap();
     assert_eq!(cond.reason, "ParseError");
+    assert!(events(&plan).contains(&("NodeStateMalformed".into(), "ParseNodeState".into())));
     assert!(plan.effects.iter().all(
         |e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.nodewright == "broken"))
     ));

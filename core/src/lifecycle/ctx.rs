@@ -51,6 +51,8 @@ pub struct Ctx<'a> {
     pub non_interrupt_blocked: BTreeSet<(String, String)>,
     /// IsNodeComplete per (NodeWright, node), cleared when a document or `configUpdates` changes.
     complete_cache: std::cell::RefCell<BTreeMap<String, BTreeMap<String, bool>>>,
+    /// NodeWrights whose view could not be built (invalid selector), with the reason.
+    pub invalid: Vec<(&'a nodewright_crds::NodeWright, String)>,
     /// Drain blockers per (NodeWright, node) found this pass ([Ext] DrainBlocked).
     pub drain_blockers: BTreeMap<(String, String), Vec<super::work_phase::Blocker>>,
     /// Rollout gauges per NodeWright from its last rollout decision this pass.
@@ -108,6 +110,7 @@ impl<'a> Ctx<'a> {
             rollout_metrics: BTreeMap::new(),
             complete_cache: Default::default(),
             drain_blockers: BTreeMap::new(),
+            invalid: Vec::new(),
         }
     }
 

@@ -62,6 +62,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
             });
         }
     }
+    invalid_specs(&mut ctx, &mut plan);
     plan.effects.extend(rest.into_iter().map(|(_, _, e)| e));
     plan.effects.append(&mut ctx.work.events);
     plan.metrics = metrics::collect(&ctx, views);
@@ -151,4 +152,38 @@ fn node_conditions(ctx: &Ctx, views: &[NwView], name: &str, node: &Node) -> Opti
         set,
         remove: Vec::new(),
     })
+}
+
+/// A NodeWright whose view could not be built (invalid selector slipped past admission): a
+/// `Blocked`/`InvalidSpec` condition and a warning event; nothing else of it is touched.
+fn invalid_specs(ctx: &mut Ctx, plan: &mut Plan) {
+    let invalid = std::mem::take(&mut ctx.invalid);
+    for (nw, reason) in invalid {
+        let name = nw.metadata.name.clone().unwrap_or_default();
+        let uid = nw.metadata.uid.clone().unwrap_or_default();
+        let mut status = nw.status.clone().unwrap_or_default();
+        let generation = nw.metadata.generation.unwrap_or_default();
+        let changed = super::status::set_condition(
+            &mut status.conditions,
+            "Blocked",
+            true,
+            "InvalidSpec",
+            &reason,
+            generation,
+            ctx.now,
+        );
+        if changed {
+            plan.effects.push(Effect::PatchStatus {
+                nodewright: name.clone(),
+                status: Box::new(status),
+            });
+            ctx.work.event(
+                super::work::nw_ref(&name, &uid),
+                true,
+                "InvalidSpec",
+                "ValidateSpec",
+                reason,
+            );
+        }
+    }
 }

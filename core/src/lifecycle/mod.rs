@@ -63,6 +63,7 @@ fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
             Err(e) => {
                 let name = nw.metadata.name.clone().unwrap_or_default();
                 ctx.work.errors.push(format!("nodewright {name}: {e}"));
+                ctx.invalid.push((nw, e));
             }
         }
     }

@@ -45,6 +45,7 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
         .filter(|(nw, _)| *nw == v.name)
         .map(|(_, n)| n.clone())
         .collect();
+    let mut warnings: Vec<(&str, &str, String)> = Vec::new();
     let status = ctx.status_mut(v);
     let conditions = &mut status.conditions;
     let mut changed = false;
@@ -52,7 +53,7 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
         changed |= remove_condition(conditions, "NodeStateMalformed");
     } else {
         let message = malformed_message(&unreadable);
-        changed |= set_condition(
+        if set_condition(
             conditions,
             "NodeStateMalformed",
             true,
@@ -60,7 +61,10 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
             &message,
             generation,
             now,
-        );
+        ) {
+            changed = true;
+            warnings.push(("NodeStateMalformed", "ParseNodeState", message));
+        }
     }
     if let Some(message) = blocked {
         changed |= set_condition(
@@ -73,7 +77,7 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
             now,
         );
     } else if let Some(message) = graph {
-        changed |= set_condition(
+        if set_condition(
             conditions,
             "Blocked",
             true,
@@ -81,7 +85,10 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
             &message,
             generation,
             now,
-        );
+        ) {
+            changed = true;
+            warnings.push(("InvalidSpec", "BuildDependencyGraph", message));
+        }
     } else if !after_work {
         let drain_held = super::status::condition(conditions, "Blocked")
             .is_some_and(|c| c.reason == "NonInterruptPodsRunning");
@@ -105,6 +112,10 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
         );
     } else {
         changed |= remove_condition(conditions, "Blocked");
+    }
+    for (reason, action, message) in warnings {
+        ctx.work
+            .event(nw_ref(&v.name, &v.uid), true, reason, action, message);
     }
     if after_work {
         changed |= drain_blocked(ctx, v);

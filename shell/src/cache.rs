@@ -26,6 +26,9 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+/// Objects per list page of the initial (and every re-) list.
+pub const LIST_PAGE_SIZE: u32 = 100;
+
 /// Wakes the pass loop; bursts coalesce in the loop's debounce.
 #[derive(Clone, Default)]
 pub struct Trigger(Arc<Notify>);
@@ -67,9 +70,10 @@ pub struct Caches {
 /// Starts one watcher + reflector per cache; each event that matters fires `trigger`.
 pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Vec<JoinHandle<()>>) {
     let mut tasks = Vec::new();
-    let all = watcher::Config::default();
-    let labelled = watcher::Config::default().labels(keys::LABEL_NAME);
-    let scheduled = watcher::Config::default().fields("spec.nodeName!=");
+    // Small list pages bound the transient memory of a relist (bodies are buffered whole).
+    let all = watcher::Config::default().page_size(LIST_PAGE_SIZE);
+    let labelled = all.clone().labels(keys::LABEL_NAME);
+    let scheduled = all.clone().fields("spec.nodeName!=");
     let changed = Arc::new(Mutex::new(HashMap::new()));
 
     let nodewrights = spawn(

@@ -248,7 +248,7 @@ async fn a07a(c: &Case) -> Result<()> {
 /// A7b: deleting a NodeWright whose package has uninstall enabled runs the uninstall through the
 /// finalizer, then leaves no `<P>/*_<name>` annotation on the node and the node schedulable.
 #[tokio::test]
-#[ignore = "pending: the operator leaves nodeState_<NW> = {} on the node after the finalizer cleanup (02-lifecycle §14 step 3 removes it when empty; the core plans the removal, see finalizer.rs cleanup)"]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
 async fn a07b_uninstall_on_delete() -> Result<()> {
     let c = Case::new("a07b", 1).await?;
     let r = a07b(&c).await;

@@ -1415,3 +1415,21 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
         "an event follows its write: {seen:?}"
     );
 }
+
+#[tokio::test]
+async fn d14_patch_job_uid_mismatch_as_the_real_apiserver_answers_it_is_dropped() {
+    // kube-apiserver 1.35 answers a merge patch carrying a different metadata.uid with 422
+    let invalid = json!({"kind": "Status", "status": "Failure", "code": 422, "reason": "Invalid",
+        "message": "The Job \"j1\" is invalid: metadata.uid: Invalid value: \"u1\": field is immutable"});
+    let (client, task) = fake(vec![expect(
+        "PATCH",
+        "/apis/batch/v1/namespaces/nodewright/jobs/j1",
+        422,
+        invalid,
+    )]);
+    assert!(matches!(
+        run(client, patch_job()).await,
+        Outcome::Dropped(_)
+    ));
+    task.await.unwrap();
+}

@@ -66,12 +66,19 @@ pub struct Global {
 
 /// The plugin's command line.
 #[derive(Parser, Debug)]
-#[command(name = "nodewright", version = version_summary(), about = "Manage NodeWright rollouts")]
+#[command(
+    name = "nodewright",
+    about = "Manage NodeWright rollouts",
+    disable_version_flag = true
+)]
 pub struct Cli {
     #[command(flatten)]
     global: Global,
+    /// Print `NodeWright plugin: <version>` and exit.
+    #[arg(long)]
+    version: bool,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -126,7 +133,14 @@ fn version_summary() -> &'static str {
 /// Runs the plugin; errors are printed by the caller and exit 1.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
-    match cli.command {
+    let Some(command) = cli.command else {
+        if cli.version {
+            println!("NodeWright plugin: {}", version_summary());
+            return Ok(());
+        }
+        bail!("a command is required (see --help)");
+    };
+    match command {
         Command::Version => {
             println!("NodeWright plugin:\t{}", version_summary());
             Ok(())

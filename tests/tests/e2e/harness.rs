@@ -381,11 +381,19 @@ impl Case {
             let _ = self.job_api().delete_collection(&dp, &lp).await;
         }
         let lp = ListParams::default().labels(&format!("{CASE_LABEL}={}", self.id));
-        for n in self.node_api().list(&lp).await?.items {
-            let _ = self
-                .node_api()
-                .delete(&n.name_any(), &DeleteParams::default())
-                .await;
+        let mut names: Vec<String> = self
+            .node_api()
+            .list(&lp)
+            .await?
+            .items
+            .iter()
+            .map(|n| n.name_any())
+            .collect();
+        names.extend(self.nodes.iter().cloned()); // also nodes a test unlabelled
+        names.sort();
+        names.dedup();
+        for n in names {
+            let _ = self.node_api().delete(&n, &DeleteParams::default()).await;
         }
         Ok(())
     }

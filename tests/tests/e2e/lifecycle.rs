@@ -585,3 +585,142 @@ async fn r5(c: &Case) -> Result<()> {
     .await?;
     Ok(())
 }
+
+/// A22 (D19): pause, change the package image (a fingerprint input), unpause: the stale suspended
+/// Job is deleted and never resumed; a new Job with the new image runs.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn a22_suspended_job_edited_while_paused() -> Result<()> {
+    let c = Case::new("a22", 1).await?;
+    let r = a22(&c).await;
+    c.finish(r).await
+}
+
+async fn a22(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "a22",
+        json!({ "packages": { "e2e-hold-s": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let old = wait_for("apply Job", CONVERGE, || async {
+        Ok(c.jobs("a22").await?.into_iter().next())
+    })
+    .await?;
+    let uid = old.metadata.uid.clone();
+    c.annotate("a22", keys::PAUSE, Some("true")).await?;
+    wait_for("Job suspended", CONVERGE, || async {
+        let j = c.job_api().get_opt(&old.name_any()).await?;
+        Ok(j.and_then(|j| j.spec?.suspend).filter(|s| *s).map(|_| ()))
+    })
+    .await?;
+    let new_image = "example.invalid/e2e/other";
+    c.patch(
+        "a22",
+        json!({ "spec": { "packages": { "e2e-hold-s": { "image": new_image } } } }),
+    )
+    .await?;
+    c.annotate("a22", keys::PAUSE, None).await?;
+    wait_for(
+        "a new Job with the new image; the stale one never resumed",
+        CONVERGE,
+        || async {
+            let jobs = c.jobs("a22").await?;
+            for j in jobs.iter().filter(|j| j.metadata.uid == uid) {
+                let suspended = j.spec.as_ref().and_then(|s| s.suspend).unwrap_or(false);
+                if !suspended && j.metadata.deletion_timestamp.is_none() {
+                    bail!("the stale Job was resumed");
+                }
+            }
+            let fresh = jobs
+                .iter()
+                .find(|j| j.metadata.uid != uid && j.metadata.deletion_timestamp.is_none());
+            let images: Vec<String> = fresh
+                .and_then(|j| j.spec.as_ref()?.template.spec.as_ref())
+                .map(|p| {
+                    p.init_containers
+                        .iter()
+                        .flatten()
+                        .chain(p.containers.iter())
+                        .filter_map(|c| c.image.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            Ok(images
+                .iter()
+                .any(|i| i.starts_with(new_image))
+                .then_some(()))
+        },
+    )
+    .await
+    .map_err(|e| {
+        if e.to_string().contains("stale Job was resumed") {
+            e.context("A22 violated")
+        } else {
+            e
+        }
+    })?;
+    Ok(())
+}
+
+/// 01-api §5.9: the node-metadata ConfigMap exists for every selected node and is deleted when a
+/// node leaves the selection.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn s5_9_node_metadata_configmap_follows_selection() -> Result<()> {
+    let c = Case::new("s59", 2).await?;
+    let r = s5_9(&c).await;
+    c.finish(r).await
+}
+
+async fn s5_9(c: &Case) -> Result<()> {
+    c.create(c.nodewright(
+        "s59",
+        json!({ "packages": { "pkg": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    c.wait_status("s59", "complete", CONVERGE).await?;
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(c.client.clone(), &c.ns);
+    let lp = ListParams::default().labels(&format!("{}=s59", keys::NODE_META));
+    let nodes_with_cm = || async {
+        let list = cms.list(&lp).await?.items;
+        let mut nodes: Vec<String> = list
+            .iter()
+            .filter(|cm| cm.metadata.deletion_timestamp.is_none())
+            .filter_map(|cm| {
+                cm.annotations()
+                    .get(&format!("{}/Node.name", keys::PREFIX))
+                    .cloned()
+            })
+            .collect();
+        nodes.sort();
+        anyhow::Ok(nodes)
+    };
+    let got = nodes_with_cm().await?;
+    ensure!(
+        got == c.nodes,
+        "metadata ConfigMaps for {got:?}, want {:?}",
+        c.nodes
+    );
+    let leaving = &c.nodes[1];
+    let p = json!({ "metadata": { "labels": { crate::harness::CASE_LABEL: null } } });
+    c.node_api()
+        .patch(
+            leaving,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&p),
+        )
+        .await?;
+    wait_for(
+        "the departed node's metadata ConfigMap deleted",
+        CONVERGE,
+        || async {
+            let got = nodes_with_cm().await?;
+            if got != c.nodes[..1] {
+                bail!("metadata ConfigMaps for {got:?}");
+            }
+            Ok(Some(()))
+        },
+    )
+    .await?;
+    Ok(())
+}

@@ -334,3 +334,74 @@ async fn r3_r8(c: &Case) -> Result<()> {
     );
     Ok(())
 }
+
+/// 05-rollout §7.2–§7.4: a DeploymentPolicy with `failureThreshold: 1` (batches of one node) stops
+/// its compartment when the first node fails: `shouldStop` in the compartment's batch state, no Job
+/// on any other node, the NodeWright never complete.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn rollout_7_2_failure_threshold_stops_compartment() -> Result<()> {
+    let c = Case::new("f72", 3).await?;
+    let r = f72(&c).await;
+    let r = c.finish(r).await;
+    let policies: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(c_client().await?, &crate::harness::policy_resource());
+    let _ = policies.delete("f72-policy", &Default::default()).await;
+    r
+}
+
+async fn f72(c: &Case) -> Result<()> {
+    let policy: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "nodewright.nvidia.com/v1alpha1",
+        "kind": "DeploymentPolicy",
+        "metadata": { "name": "f72-policy" },
+        "spec": { "default": {
+            "budget": { "count": 1 },
+            "strategy": { "fixed": { "initialBatch": 1, "failureThreshold": 1 } },
+        } },
+    }))?;
+    let policies: kube::Api<kube::api::DynamicObject> =
+        kube::Api::all_with(c.client.clone(), &crate::harness::policy_resource());
+    let _ = policies.delete("f72-policy", &Default::default()).await;
+    policies.create(&Default::default(), &policy).await?;
+    c.create(c.nodewright(
+        "f72",
+        json!({ "deploymentPolicy": "f72-policy", "packages": { "e2e-fail-apply-z": pkg("1.0.0", json!({})) } }),
+    ))
+    .await?;
+    let budget = CONVERGE + Duration::from_secs(10 * (1u64 << backoff_limit().clamp(0, 6)));
+    crate::harness::wait_for("compartment shouldStop", budget, || async {
+        let nw = c
+            .get("f72")
+            .await?
+            .ok_or_else(|| anyhow::anyhow!("NodeWright gone"))?;
+        let stop = nw.data["status"]["compartmentStatuses"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .any(|cs| cs["batchState"]["shouldStop"] == true);
+        if !stop {
+            anyhow::bail!(
+                "compartmentStatuses {}",
+                nw.data["status"]["compartmentStatuses"]
+            );
+        }
+        Ok(Some(()))
+    })
+    .await?;
+    crate::harness::hold_for(
+        "no Job on a second node",
+        Duration::from_secs(15),
+        || async {
+            let nodes: std::collections::BTreeSet<_> = c
+                .jobs("f72")
+                .await?
+                .iter()
+                .map(|j| job_label(j, keys::LABEL_NODE))
+                .collect();
+            Ok(nodes.len() <= 1 && c.status("f72").await? != "complete")
+        },
+    )
+    .await?;
+    Ok(())
+}

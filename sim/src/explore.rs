@@ -63,6 +63,22 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// One line per failing seed: the first violation or unmet expectation.
+    pub fn render_all(&self) -> String {
+        let mut out = String::new();
+        for f in &self.failures {
+            let first = f
+                .result
+                .violations
+                .first()
+                .map(|v| format!("{} at {}: {}", v.rule, show(v.at), v.message))
+                .or_else(|| f.result.failures.first().cloned())
+                .unwrap_or_default();
+            let _ = writeln!(out, "seed {}: {first}", f.seed);
+        }
+        out
+    }
+
     /// Human-readable summary with the first failure in detail.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -223,6 +239,18 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
             faults: Faults::default(),
         },
     });
+    // Once faults stop, lift any pause so the rollout can converge.
+    for name in &names {
+        timeline.push(TimedAction {
+            at: Dur(faults_stop),
+            action: Action::Patch {
+                kind: "NodeWright".into(),
+                name: name.clone(),
+                namespace: None,
+                patch: json!({"metadata": {"annotations": {"nodewright.nvidia.com/pause": null}}}),
+            },
+        });
+    }
     let mut expect = Expect::default();
     if converge {
         for name in &names {

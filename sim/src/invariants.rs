@@ -461,11 +461,25 @@ impl Checker {
     /// non-disabled NodeWright preceding B is complete on n (or everywhere, for `sequencing: all`).
     /// Completeness is approximated from entries: every installed spec package complete at
     /// `config` or `post-interrupt`.
-    fn priority_gate(&mut self, b: &NodeWright, f: &facts::JobFacts, snapshot: &Snapshot, at: SimTime) {
-        let order = |nw: &NodeWright| (nw.spec.priority, nw.metadata.name.clone().unwrap_or_default());
+    fn priority_gate(
+        &mut self,
+        b: &NodeWright,
+        f: &facts::JobFacts,
+        snapshot: &Snapshot,
+        at: SimTime,
+    ) {
+        let order = |nw: &NodeWright| {
+            (
+                nw.spec.priority,
+                nw.metadata.name.clone().unwrap_or_default(),
+            )
+        };
         let b_name = b.metadata.name.clone().unwrap_or_default();
         for a in &snapshot.nodewrights {
-            if order(a) >= order(b) || facts::flag(a, keys::DISABLE) || a.metadata.deletion_timestamp.is_some() {
+            if order(a) >= order(b)
+                || facts::flag(a, keys::DISABLE)
+                || a.metadata.deletion_timestamp.is_some()
+            {
                 continue;
             }
             let a_name = a.metadata.name.clone().unwrap_or_default();
@@ -473,16 +487,29 @@ impl Checker {
             let nodes: Vec<_> = if a.spec.sequencing == nodewright_crds::SequencingMode::All {
                 selected
             } else {
-                selected.into_iter().filter(|n| n.metadata.name.as_deref() == Some(f.node.as_str())).collect()
+                selected
+                    .into_iter()
+                    .filter(|n| n.metadata.name.as_deref() == Some(f.node.as_str()))
+                    .collect()
             };
             for node in nodes {
                 let state = facts::node_state(node, &a_name);
-                let done = a.spec.packages.values().filter(|p| !p.is_uninstalling()).all(|p| {
-                    let name = if p.name.is_empty() { "" } else { p.name.as_str() };
-                    state.get(name, &p.version).is_some_and(|e| {
-                        e.state == Some(State::Complete) && matches!(e.stage, Stage::Config | Stage::PostInterrupt)
-                    })
-                });
+                let done = a
+                    .spec
+                    .packages
+                    .values()
+                    .filter(|p| !p.is_uninstalling())
+                    .all(|p| {
+                        let name = if p.name.is_empty() {
+                            ""
+                        } else {
+                            p.name.as_str()
+                        };
+                        state.get(name, &p.version).is_some_and(|e| {
+                            e.state == Some(State::Complete)
+                                && matches!(e.stage, Stage::Config | Stage::PostInterrupt)
+                        })
+                    });
                 if !done {
                     self.report(at, "I8 priority-gating", format!(
                         "{b_name} started {} {} on {} before {a_name} (priority {}) is complete on {}",

@@ -53,6 +53,9 @@ enum Command {
         /// Also require convergence once faults stop.
         #[arg(long)]
         converge: bool,
+        /// List every failing seed.
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -106,6 +109,7 @@ fn run() -> Result<bool> {
             seeds,
             first,
             converge,
+            verbose,
         } => {
             let started = std::time::Instant::now();
             let summary = explore(&ExploreConfig {
@@ -115,6 +119,9 @@ fn run() -> Result<bool> {
                 ..Default::default()
             });
             println!("{}", summary.render());
+            if verbose {
+                print!("{}", summary.render_all());
+            }
             println!("wall time {:.1}s", started.elapsed().as_secs_f64());
             Ok(summary.failures.is_empty())
         }

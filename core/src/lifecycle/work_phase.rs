@@ -111,14 +111,27 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
     let mut changed = BTreeSet::new();
     let mut version_changed = false;
     let mut clear_updates: BTreeSet<String> = BTreeSet::new();
+    let tracked = ctx.status(v).config_updates.clone();
     for node in &v.nodes {
+        // Cheap scan first: most nodes have nothing to cancel, upgrade or forget.
+        let interesting = ctx.doc(v, node).is_some_and(|d| {
+            d.0.values().any(|e| match v.packages.get(&e.name) {
+                None => tracked.contains_key(&e.name),
+                Some(p) => e.version != p.version || e.stage == Stage::Uninstall,
+            })
+        });
+        if !interesting {
+            continue;
+        }
         let Some(doc) = ctx.doc(v, node).cloned() else {
             continue;
         };
         let mut new_doc = doc.clone();
         for entry in doc.0.values() {
             let Some(pkg) = v.packages.get(&entry.name) else {
-                clear_updates.insert(entry.name.clone()); // §7.8.3: removed package, entry kept (T19)
+                if tracked.contains_key(&entry.name) {
+                    clear_updates.insert(entry.name.clone()); // §7.8.3: entry kept (T19)
+                }
                 continue;
             };
             // §7.7 T15: cancel an uninstall that is no longer requested.
@@ -150,12 +163,13 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
             changed.insert(node.clone());
         }
     }
+    clear_updates.retain(|name| tracked.contains_key(name));
     if !clear_updates.is_empty() {
         ctx.forget_completeness(v);
-    }
-    let status = ctx.status_mut(v);
-    for name in clear_updates {
-        status.config_updates.remove(&name);
+        let status = ctx.status_mut(v);
+        for name in clear_updates {
+            status.config_updates.remove(&name);
+        }
     }
     PreSelection {
         nodes: changed,
@@ -166,7 +180,17 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
 /// §7.6 uninstall requests: T13, T14; returns per node the packages to uninstall.
 fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let any_requested = v
+        .packages
+        .values()
+        .any(|p| uninstall_requested(p, v.deleting));
     for node in &v.nodes {
+        let interesting = ctx
+            .doc(v, node)
+            .is_some_and(|d| any_requested || d.0.values().any(|e| e.stage.in_uninstall_cycle()));
+        if !interesting {
+            continue;
+        }
         let Some(doc) = ctx.doc(v, node).cloned() else {
             continue;
         };

@@ -19,6 +19,9 @@
 # Output: $NODEWRIGHT_RUN/results/<NODES>x<PACKAGES>-<time>/{samples.tsv,operator.log,summary.txt}
 #         and one line appended to $NODEWRIGHT_RUN/results/summary.tsv.
 set -euo pipefail
+# The whole script is one compound command, parsed before it runs: editing this file during a run
+# does not break the run.
+{
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 
@@ -57,6 +60,7 @@ stop_operator() {
   [ -d "/proc/$pid" ] && kill -KILL "$pid" 2>/dev/null
   rm -f "$OP_PID_FILE"
 }
+# shellcheck disable=SC2317  # invoked by the EXIT trap
 teardown() {
   [ "${SCALE_KEEP:-0}" = 1 ] && { scale_say "SCALE_KEEP=1: leaving the cluster and operator running"; return; }
   stop_operator
@@ -257,3 +261,5 @@ echo "$summary" > "$OUT/summary.txt"
 printf '%s\t%s\n' "$(date -u +%FT%TZ)" "$summary" >> "$RUN/results/summary.tsv"
 scale_say "results in $OUT"
 echo "$summary"
+exit
+}

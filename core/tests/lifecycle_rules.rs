@@ -1744,3 +1744,44 @@ fn e04_r6_1_pdb_blocked_pod_is_not_evicted_and_drain_blocked_is_reported() {
         c.message
     );
 }
+
+#[test]
+fn r6_6_condition_transition_time_rules() {
+    let t0 = now();
+    let t1 = t0.checked_add(jiff::SignedDuration::from_secs(60)).unwrap();
+    let mut c = Vec::new();
+    assert!(status::set_condition(
+        &mut c,
+        "Ready",
+        false,
+        "Progressing",
+        "a",
+        1,
+        t0
+    ));
+    assert!(
+        !status::set_condition(&mut c, "Ready", false, "Progressing", "a", 1, t1),
+        "identical is a no-op"
+    );
+    assert!(status::set_condition(
+        &mut c,
+        "Ready",
+        false,
+        "Progressing",
+        "b",
+        1,
+        t1
+    ));
+    assert_eq!(
+        c[0].last_transition_time.0, t0,
+        "same status keeps the time"
+    );
+    let ty = format!("{}/Transition", keys::PREFIX);
+    status::set_condition(&mut c, &ty, false, "in_progress", "a", 1, t0);
+    status::set_condition(&mut c, &ty, false, "in_progress", "b", 1, t1);
+    assert_eq!(
+        status::condition(&c, &ty).unwrap().last_transition_time.0,
+        t1,
+        "Transition: message change moves the time"
+    );
+}

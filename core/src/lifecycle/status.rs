@@ -28,7 +28,12 @@ pub fn set_condition(
         {
             return false;
         }
-        if existing.status != status_text {
+        // The legacy Transition condition keeps its time only while status, reason and message
+        // are all unchanged (§12.4); every other condition while its status is unchanged.
+        let strict = type_.ends_with("/Transition");
+        if existing.status != status_text
+            || (strict && (existing.reason != reason || existing.message != message))
+        {
             existing.last_transition_time = Time(now);
         }
         existing.status = status_text.to_string();

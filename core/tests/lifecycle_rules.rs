@@ -1411,7 +1411,7 @@ fn t11_t12_t13_uninstall_with_interrupt_runs_uninstall_interrupt_then_removes() 
 }
 
 #[test]
-fn e05_r6_1_non_interrupt_pods_block_the_drain() {
+fn e05_e06_r6_1_non_interrupt_pods_block_the_drain() {
     let mut n = with_interrupt(
         with_pkg(nw("demo"), "dexter", "1.2.3"),
         "dexter",
@@ -1429,9 +1429,13 @@ fn e05_r6_1_non_interrupt_pods_block_the_drain() {
     pod.metadata.labels = Some([("app".to_string(), "training".to_string())].into());
     s.workload_pods.push(pod);
     let mut warned = false;
+    let mut nw_warned = false;
     for _ in 0..8 {
         let plan = step(&mut s);
         warned |= events(&plan).contains(&("Drain".into(), "NonInterruptPodsRunning".into()));
+        nw_warned |= plan.effects.iter().any(|e| {
+            matches!(e, Effect::Event(ev) if ev.regarding.kind == "NodeWright" && ev.action == "NonInterruptPodsRunning")
+        });
         assert_eq!(
             count(&plan, "evict"),
             0,
@@ -1440,6 +1444,7 @@ fn e05_r6_1_non_interrupt_pods_block_the_drain() {
         assert!(created(&plan).is_empty());
     }
     assert!(warned, "E5");
+    assert!(nw_warned, "E6");
     let st = s.nodewrights[0].status.clone().unwrap();
     assert_eq!(
         status::condition(&st.conditions, "Blocked").unwrap().reason,

@@ -101,6 +101,8 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
             non_interrupt.len(),
             non_interrupt.join(", ")
         );
+        let newly = super::status::condition(conditions, "Blocked")
+            .is_none_or(|c| c.reason != "NonInterruptPodsRunning" || c.status != "True");
         changed |= set_condition(
             conditions,
             "Blocked",
@@ -110,6 +112,17 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
             generation,
             now,
         );
+        if newly {
+            warnings.push((
+                "Drain",
+                "NonInterruptPodsRunning",
+                format!(
+                    "drain blocked by non-interrupt pods on {} node(s) ({})",
+                    non_interrupt.len(),
+                    non_interrupt.join(", ")
+                ),
+            )); // E6
+        }
     } else {
         changed |= remove_condition(conditions, "Blocked");
     }

@@ -1249,10 +1249,17 @@ fn t17_b3_config_change_marks_entries_and_reruns_config_only() {
         .cloned()
         .unwrap();
     assert_eq!((e.stage, e.state), (Stage::Config, Some(State::Complete)));
+    converge(&mut s, 10);
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert_eq!(
+        st.config_updates["dexter"],
+        vec!["a.yaml"],
+        "kept: clearing would re-arm the reboot"
+    );
 }
 
 #[test]
-fn d1_t17_config_change_with_matching_config_interrupt_runs_interrupt() {
+fn d1_t17_q13_config_change_with_matching_config_interrupt_runs_interrupt() {
     let mut s = config_world();
     converge(&mut s, 60);
     pkg_mut(&mut s.nodewrights[0], "dexter")
@@ -1264,6 +1271,12 @@ fn d1_t17_config_change_with_matching_config_interrupt_runs_interrupt() {
         "{stages:?}"
     );
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
+    converge(&mut s, 10);
+    let st = s.nodewrights[0].status.clone().unwrap();
+    assert!(
+        !st.config_updates.contains_key("dexter"),
+        "D9/Q13: cleared once complete everywhere"
+    );
 }
 
 #[test]

@@ -52,6 +52,7 @@ pub fn sync(ctx: &mut Ctx, v: &NwView) -> bool {
         ));
         return ended;
     }
+    settle_updates(ctx, v);
     for pkg in v.packages.values().filter(|p| !p.config_map.is_empty()) {
         if v.nodes
             .iter()
@@ -207,4 +208,40 @@ fn commit(
         ctx.work.push(Slot::After, e); // B3: after the node writes and the status
     }
     true
+}
+
+/// D9/Q13: clear `configUpdates[pkg]` once the update is complete everywhere — but only when
+/// clearing it changes no node's completeness (a package whose own interrupt was skipped by a
+/// non-matching key stays at `(config, complete)`, e2e `config-skyhook`, and keeps its list).
+fn settle_updates(ctx: &mut Ctx, v: &NwView) {
+    let updates = ctx.status(v).config_updates.clone();
+    let mut without = updates.clone();
+    let mut clear = Vec::new();
+    for (name, keys) in &updates {
+        let Some(pkg) = v.packages.get(name) else {
+            continue;
+        };
+        if keys.is_empty() {
+            continue;
+        }
+        without.remove(name);
+        let settled = !v.nodes.is_empty()
+            && v.nodes.iter().all(|n| {
+                ctx.doc(v, n).is_some_and(|d| {
+                    is_package_complete(d, pkg, &updates) && is_package_complete(d, pkg, &without)
+                })
+            });
+        without.insert(name.clone(), keys.clone());
+        if settled {
+            clear.push(name.clone());
+        }
+    }
+    if clear.is_empty() {
+        return;
+    }
+    ctx.forget_completeness(v);
+    let status = ctx.status_mut(v);
+    for name in clear {
+        status.config_updates.remove(&name);
+    }
 }

@@ -43,6 +43,8 @@ impl Default for ExploreConfig {
 pub struct SeedFailure {
     /// The seed (re-run it with `--first <seed> --seeds 1`).
     pub seed: u64,
+    /// The generated scenario (JSON is valid scenario YAML).
+    pub scenario: Box<Scenario>,
     /// What went wrong.
     pub result: RunResult,
 }
@@ -131,11 +133,16 @@ pub fn explore(config: &ExploreConfig) -> Summary {
                 let bad =
                     !result.violations.is_empty() || (config.require_convergence && !result.passed);
                 if bad {
-                    summary.failures.push(SeedFailure { seed, result });
+                    summary.failures.push(SeedFailure {
+                        seed,
+                        scenario: Box::new(scenario),
+                        result,
+                    });
                 }
             }
             Err(e) => summary.failures.push(SeedFailure {
                 seed,
+                scenario: Box::new(scenario),
                 result: RunResult {
                     failures: vec![format!("setup: {e}")],
                     ..Default::default()
@@ -271,7 +278,7 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
         objects,
         packages: scripts,
         timeline,
-        end: Some(Dur(faults_stop + 10 * 60_000)),
+        end: Some(Dur(faults_stop + 30 * 60_000)),
         run_for: (!converge).then_some(Dur(faults_stop + 3 * 60_000)),
         expect,
         options: BTreeMap::new(),

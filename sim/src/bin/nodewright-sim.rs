@@ -56,6 +56,9 @@ enum Command {
         /// List every failing seed.
         #[arg(long)]
         verbose: bool,
+        /// Write each failing seed's scenario here (`seed-<n>.yaml`, runnable with `run`).
+        #[arg(long)]
+        dump: Option<PathBuf>,
     },
 }
 
@@ -110,6 +113,7 @@ fn run() -> Result<bool> {
             first,
             converge,
             verbose,
+            dump,
         } => {
             let started = std::time::Instant::now();
             let summary = explore(&ExploreConfig {
@@ -121,6 +125,13 @@ fn run() -> Result<bool> {
             println!("{}", summary.render());
             if verbose {
                 print!("{}", summary.render_all());
+            }
+            if let Some(dir) = dump {
+                std::fs::create_dir_all(&dir)?;
+                for f in &summary.failures {
+                    let text = serde_json::to_string_pretty(&f.scenario)?;
+                    std::fs::write(dir.join(format!("seed-{}.yaml", f.seed)), text)?;
+                }
             }
             println!("wall time {:.1}s", started.elapsed().as_secs_f64());
             Ok(summary.failures.is_empty())

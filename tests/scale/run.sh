@@ -252,7 +252,7 @@ go_lim=$(echo "scale=1; x = $NODES * 0.8 * $k; if (x > 512) x else 512" | bc)
 read -r -a cb <<< "$cpu_before"; read -r -a ca <<< "$cpu_after"
 cpu_delta=""
 for i in 0 1 2 3 4; do cpu_delta+="$(echo "scale=1; (${ca[$i]} - ${cb[$i]}) / 1" | bc) "; done
-summary=$(printf 'nodes=%s packages=%s budget=%s%% up=%.0fs nodes_ready=%.0fs converge=%ss passes=%s peak_rss=%sMiB rss_per_node=%sMiB peak_incl_idle=%sMiB synced_rss=%sMiB idle_rss=%sMiB idle_per_node=%sMiB go_chart_request=%sMiB go_chart_limit=%sMiB pass_ms(median/max/n)=%s/%s/%s plan_ms(median/max)=%s/%s idle_plan_ms(median/max/n)=%s/%s/%s cpu_s(operator/apiserver/etcd/kcm/kwok)=%s' \
+summary=$(printf 'nodes=%s packages=%s budget=%s%% up=%.0fs nodes_ready=%.0fs converge_s=%s passes=%s peak_rss=%sMiB rss_per_node=%sMiB peak_incl_idle=%sMiB synced_rss=%sMiB idle_rss=%sMiB idle_per_node=%sMiB go_chart_request=%sMiB go_chart_limit=%sMiB pass_ms(median/max/n)=%s/%s/%s plan_ms(median/max)=%s/%s idle_plan_ms(median/max/n)=%s/%s/%s cpu_s(operator/apiserver/etcd/kcm/kwok)=%s' \
   "$NODES" "$PACKAGES" "$PERCENT" "$up_s" "$ready_s" "$converge_s" "$passes_rollout" \
   "$(mib "$hwm_rollout")" "$(per_node "$hwm_rollout")" "$(mib "$hwm_final")" "$(mib "$rss_synced")" "$(mib "$rss_idle")" "$(per_node "$rss_idle")" \
   "$go_req" "$go_lim" "$took_med" "$took_max" "$took_n" "$plan_med" "$plan_max" "$iplan_med" "$iplan_max" "$iplan_n" \

@@ -39,6 +39,9 @@ pub struct Ctx<'a> {
     pub started: BTreeSet<(String, String, String)>,
     /// Nodes on which this pass started an executor (B6 also counts these).
     pub started_nodes: BTreeSet<String>,
+    /// Nodes whose node state this pass changed from executor outcomes: nothing new starts
+    /// there until those writes are durable (a start must rest on recorded state, inv 16.9).
+    pub outcome_nodes: BTreeSet<String>,
     /// Nodes on which this pass started an interrupt executor (B6).
     pub interrupted_nodes: BTreeSet<String>,
     /// (NodeWright, node) pairs whose interrupt fired this pass (invariant 16.2).
@@ -103,6 +106,7 @@ impl<'a> Ctx<'a> {
             started_nodes: BTreeSet::new(),
             fired: BTreeSet::new(),
             interrupted_nodes: BTreeSet::new(),
+            outcome_nodes: BTreeSet::new(),
             recorded: BTreeSet::new(),
             cleared: BTreeSet::new(),
             non_interrupt_blocked: BTreeSet::new(),

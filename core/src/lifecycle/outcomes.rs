@@ -43,6 +43,7 @@ pub fn record(ctx: &mut Ctx, views: &[NwView]) {
                     }
                 }
             }
+            ctx.outcome_nodes.insert(o.node.clone());
             let terminal = matches!(o.kind, OutcomeKind::TerminalFailed { .. });
             if terminal && let Some(node) = ctx.node(&o.node) {
                 ctx.work.set_node_status(node, &v.name, Status::Erroring); // T4

@@ -39,6 +39,11 @@ pub fn start_executor(
     if ctx.interrupted_nodes.contains(node) {
         return Start::Waiting;
     }
+    // Decisions built on an outcome recorded in this very pass wait for that write to land.
+    if ctx.outcome_nodes.contains(node) {
+        ctx.requeue = true;
+        return Start::Waiting;
+    }
     let inputs = jobs::builder::JobInputs {
         nodewright: v.nw,
         package: pkg,

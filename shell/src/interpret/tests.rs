@@ -191,6 +191,67 @@ async fn create_job_already_exists_is_dropped() {
     task.await.unwrap();
 }
 
+fn labelled_interrupt_job(name: &str) -> Job {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {
+        "nodewright.nvidia.com/interrupt": "True",
+        "nodewright.nvidia.com/node": "n1"}}, "spec": {"template": {}}}))
+    .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn b6_interrupt_create_dropped_when_fresh_read_shows_unfinished_job() {
+    let (client, task) = fake(vec![expect(
+        "GET",
+        "/apis/batch/v1/namespaces/nodewright/jobs",
+        200,
+        json!({"metadata": {}, "items": [
+            {"metadata": {"name": "other-apply"}, "spec": {"template": {}}, "status": {}}
+        ]}),
+    )]);
+    let out = run(
+        client,
+        Effect::CreateJob {
+            job: Box::new(labelled_interrupt_job("int")),
+            context: ctx("n1"),
+        },
+    )
+    .await;
+    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
+    let seen = task.await.unwrap();
+    assert!(seen[0].uri.contains("labelSelector"), "{}", seen[0].uri);
+}
+
+#[tokio::test]
+async fn b6_interrupt_create_applied_when_other_jobs_finished() {
+    let (client, task) = fake(vec![
+        expect(
+            "GET",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            200,
+            json!({"metadata": {}, "items": [
+                {"metadata": {"name": "done"}, "spec": {"template": {}},
+                 "status": {"conditions": [{"type": "Complete", "status": "True"}]}}
+            ]}),
+        ),
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": "int", "namespace": "nodewright"}}),
+        ),
+    ]);
+    let out = run(
+        client,
+        Effect::CreateJob {
+            job: Box::new(labelled_interrupt_job("int")),
+            context: ctx("n1"),
+        },
+    )
+    .await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    task.await.unwrap();
+}
+
 // ---- DeleteJob / DeletePod ----
 
 fn delete_job() -> Effect {

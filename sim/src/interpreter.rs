@@ -320,10 +320,40 @@ impl Interpreter<'_> {
         }
     }
 
+    /// Models the shell's fresh-read precondition on interrupt Jobs: the live store, not the
+    /// (possibly stale) snapshot, must show no unfinished Job on the node.
+    fn interrupt_blocker(&self, job: &Job) -> Option<String> {
+        let labels = job.metadata.labels.as_ref()?;
+        if labels
+            .get(nodewright_crds::keys::LABEL_INTERRUPT)
+            .map(String::as_str)
+            != Some("True")
+        {
+            return None;
+        }
+        let node = labels.get(nodewright_crds::keys::LABEL_NODE)?;
+        self.world.store.objects.jobs.values().find_map(|other| {
+            let same_node = other
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(nodewright_crds::keys::LABEL_NODE))
+                == Some(node);
+            let unfinished = !crate::world::jobctl::job_finished(other);
+            (same_node && unfinished && other.metadata.name != job.metadata.name)
+                .then(|| other.metadata.name.clone().unwrap_or_default())
+        })
+    }
+
     fn create_job(&mut self, job: &Job) -> Outcome {
         let mut job = job.clone();
         if job.metadata.namespace.is_none() {
             job.metadata.namespace = Some(self.config.namespace.clone());
+        }
+        if let Some(busy) = self.interrupt_blocker(&job) {
+            return Outcome::Dropped(format!(
+                "node busy with unfinished job {busy} (fresh read, B6)"
+            ));
         }
         match self.world.store.create(job) {
             Ok(created) => {

@@ -2,7 +2,7 @@
 //! and workload controllers, all advanced in virtual time over the [`Store`].
 
 mod gc;
-mod jobctl;
+pub(crate) mod jobctl;
 mod kubelet;
 mod nodes;
 pub mod script;

@@ -514,6 +514,48 @@ fn t07_t08_owner_fires_and_sibling_is_skipped_then_t09_promoted() {
 }
 
 #[test]
+fn t09_backstop_promotion_is_one_transition_per_write_inv16_11() {
+    let mut n = with_pkg(with_pkg(nw("demo"), "bravo", "1.0.0"), "charlie", "1.0.0");
+    n = with_interrupt(n, "bravo", InterruptType::Service, &["containerd"]);
+    n = with_interrupt(n, "charlie", InterruptType::Service, &["containerd"]);
+    let skipped = |p: &str| entry(p, "1.0.0", Stage::Interrupt, State::Skipped);
+    let n1 = with_state(node("n1"), "demo", &[skipped("bravo"), skipped("charlie")]);
+    let mut s = snapshot(vec![n], vec![n1]);
+    let state = |s: &nodewright_core::Snapshot, p: &str| {
+        doc(s, "n1", "demo").get(p, "1.0.0").and_then(|e| e.state)
+    };
+    for _ in 0..5 {
+        let plan = step(&mut s);
+        assert!(
+            created(&plan).is_empty(),
+            "no executor before or in the promoting pass"
+        );
+        if state(&s, "bravo") != Some(State::Skipped) {
+            break;
+        }
+    }
+    for p in ["bravo", "charlie"] {
+        let e = doc(&s, "n1", "demo").get(p, "1.0.0").cloned().unwrap();
+        assert_eq!(
+            (e.stage, e.state),
+            (Stage::Interrupt, Some(State::Complete)),
+            "{p}"
+        );
+    }
+    let plan = until_created(&mut s, 5);
+    let stages = created_stages(&plan);
+    assert_eq!(
+        stages.len(),
+        2,
+        "both start post-interrupt together: {stages:?}"
+    );
+    assert!(
+        stages.iter().all(|(_, st)| st == "post-interrupt"),
+        "{stages:?}"
+    );
+}
+
+#[test]
 fn inv16_22_merge_picks_one_owner_and_unions_services() {
     let n = with_interrupt(
         with_interrupt(

@@ -286,6 +286,10 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
             ctx.requeue = true;
             continue;
         }
+        if promoted_this_pass(ctx, v, node, &doc, pkg) {
+            ctx.requeue = true;
+            continue;
+        }
         apply(ctx, v, node, pkg, &updates);
         if v.nw.spec.serial {
             ctx.requeue = true;
@@ -347,6 +351,16 @@ fn gate(
         return false;
     }
     true
+}
+
+/// True when `pkg` entered the pass at (interrupt, skipped) and the T9 backstop of a sibling promoted it
+/// in this pass: it waits for the next pass, so each written change is a single transition (invariant 11).
+fn promoted_this_pass(ctx: &Ctx, v: &NwView, node: &str, start: &NodeState, pkg: &Package) -> bool {
+    let skipped = |d: &NodeState| {
+        super::predicates::entry_of(d, &pkg.name, &pkg.version)
+            .is_some_and(|e| e.state == Some(State::Skipped))
+    };
+    skipped(start) && !ctx.doc(v, node).is_some_and(skipped)
 }
 
 /// T9 backstop: promote every (interrupt, skipped) entry of the node to complete.

@@ -236,7 +236,7 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
     }];
     for _ in 0..rng.range(0, 3) {
         let at = Dur(rng.range(5, faults_stop / 1000) * 1000);
-        if let Some(action) = random_action(&mut rng, &nodes, &names) {
+        if let Some(action) = random_action(&mut rng, &nodes, &names, &objects) {
             timeline.push(TimedAction { at, action });
         }
     }
@@ -286,6 +286,23 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
     }
 }
 
+/// Upgrades `alpha` to 1.1.0 and moves every `dependsOn: {alpha: 1.0.0}` along in the same edit, so
+/// the admission webhook accepts it (a bump alone leaves dependents pointing at a missing version).
+fn upgrade_alpha(objects: &[Value], nw: &str) -> Value {
+    let mut packages = json!({"alpha": {"version": "1.1.0"}});
+    let spec = objects
+        .iter()
+        .find(|o| o.pointer("/metadata/name").and_then(Value::as_str) == Some(nw))
+        .and_then(|o| o.pointer("/spec/packages"))
+        .and_then(Value::as_object);
+    for (name, pkg) in spec.into_iter().flatten() {
+        if pkg.pointer("/dependsOn/alpha").is_some() {
+            packages[name.as_str()] = json!({"dependsOn": {"alpha": "1.1.0"}});
+        }
+    }
+    json!({"spec": {"packages": packages}})
+}
+
 fn random_faults(rng: &mut Rng) -> Faults {
     Faults {
         cache_lag: Dur(rng.range(0, 3) * 500),
@@ -333,7 +350,12 @@ fn random_nodewright(rng: &mut Rng, name: &str, nodes: u32) -> Value {
     })
 }
 
-fn random_action(rng: &mut Rng, nodes: &[String], nws: &[String]) -> Option<Action> {
+fn random_action(
+    rng: &mut Rng,
+    nodes: &[String],
+    nws: &[String],
+    objects: &[Value],
+) -> Option<Action> {
     let node = rng.pick(nodes)?.clone();
     let nw = rng.pick(nws)?.clone();
     Some(match rng.below(7) {
@@ -355,9 +377,9 @@ fn random_action(rng: &mut Rng, nodes: &[String], nws: &[String]) -> Option<Acti
         },
         3 => Action::Patch {
             kind: "NodeWright".into(),
+            patch: upgrade_alpha(objects, &nw),
             name: nw,
             namespace: None,
-            patch: json!({"spec": {"packages": {"alpha": {"version": "1.1.0"}}}}),
         },
         4 => Action::Patch {
             kind: "NodeWright".into(),

@@ -4,6 +4,7 @@
 //! scenario files, JSONL traces with replay, and timelines.
 
 pub mod actions;
+pub mod admission;
 pub mod expect;
 pub mod explore;
 pub mod facts;

@@ -217,6 +217,8 @@ pub struct RunResult {
     pub failures: Vec<String>,
     /// Invariant violations.
     pub violations: Vec<crate::invariants::Violation>,
+    /// Timeline edits the simulated admission webhook refused.
+    pub denials: Vec<String>,
     /// When the final expectations were first met.
     pub met_at: Option<SimTime>,
     /// Virtual time at the end.
@@ -412,6 +414,7 @@ impl Scenario {
             passed: report.failures.is_empty() && violations.is_empty(),
             failures: report.failures,
             violations,
+            denials: sim.denials.clone(),
             met_at,
             ended_at: sim.now,
             passes: sim.operator.passes,

@@ -28,6 +28,8 @@ pub struct Simulation {
     next_action: usize,
     /// Actions that could not be carried out.
     pub action_errors: Vec<String>,
+    /// Timeline edits the admission webhook refused (the object stays as it was).
+    pub denials: Vec<String>,
     /// Steps taken.
     pub steps: u64,
     checked_at_log: usize,
@@ -54,6 +56,7 @@ impl Simulation {
             actions,
             next_action: 0,
             action_errors: Vec::new(),
+            denials: Vec::new(),
             steps: 0,
             checked_at_log: usize::MAX,
         }
@@ -135,10 +138,15 @@ impl Simulation {
                     let result = run_world_action(&mut self.world, &a.action, now);
                     self.record(result, now);
                 }
-                other => {
-                    let result = run_world_action(&mut self.world, other, now);
-                    self.record(result, now);
-                }
+                other => match crate::admission::admit(&self.world, other) {
+                    Ok(()) => {
+                        let result = run_world_action(&mut self.world, other, now);
+                        self.record(result, now);
+                    }
+                    Err(why) => self
+                        .denials
+                        .push(format!("at {}: denied: {why}", crate::time::show(now))),
+                },
             }
         }
     }

@@ -215,6 +215,9 @@ fn print_result(r: &RunResult) {
     if let (Some(why), false) = (&r.pending, r.passed) {
         println!("    pending: {why}");
     }
+    for d in &r.denials {
+        println!("    admission {d}");
+    }
     if r.passed || r.pending.is_some() && r.violations.is_empty() && r.failures.len() > 3 {
         if !r.passed {
             println!("    first unmet: {}", r.failures[0]);

@@ -193,6 +193,11 @@ impl<'a> Ctx<'a> {
         self.work.status(&v.name, &v.status)
     }
 
+    /// The current `status.nodeState` mirror entry of (v, node).
+    pub fn mirror_entry<'s>(&'s self, v: &'s NwView, node: &str) -> Option<&'s NodeState> {
+        self.work.mirror_entry(&v.name, &v.status, node)
+    }
+
     /// The working status of `v` for writing.
     pub fn status_mut(&mut self, v: &NwView) -> &mut NodeWrightStatus {
         self.work.status_mut(&v.name, &v.status)

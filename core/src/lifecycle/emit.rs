@@ -52,13 +52,10 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     }
     plan.effects.append(&mut ctx.work.node_conditions);
     for v in views {
-        let status = ctx.status(v);
-        if v.nw.status.as_ref() != Some(status)
-            && !(v.nw.status.is_none() && *status == Default::default())
-        {
+        if let Some(status) = ctx.work.changed_status(&v.name, &v.status) {
             plan.effects.push(Effect::PatchStatus {
                 nodewright: v.name.clone(),
-                status: Box::new(status.clone()),
+                status: Box::new(status),
             });
         }
     }

@@ -12,6 +12,7 @@ mod emit;
 mod finalizer;
 pub mod interrupts;
 mod metrics;
+mod mirror;
 mod ordering;
 mod outcomes;
 pub mod predicates;

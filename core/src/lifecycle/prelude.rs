@@ -311,8 +311,10 @@ pub fn report_state(ctx: &mut Ctx, v: &NwView) {
         .values()
         .map(|p| format!("{}:{}", p.name, p.version))
         .collect();
+    ctx.work
+        .mirror_mut(&v.name)
+        .retain(&v.status.node_state, |n| selected.contains(n));
     let status = ctx.status_mut(v);
-    status.node_state.retain(|n, _| selected.contains(n));
     status.node_status.retain(|n, _| selected.contains(n));
     status.node_boot_ids.retain(|n, _| selected.contains(n));
     let gone: Vec<String> = status
@@ -469,23 +471,25 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
                 .map(|node| (n.clone(), ctx.work.node_status(node, &v.name)))
         })
         .collect();
-    let mirror = &ctx.status(v).node_state;
     let docs: Vec<(String, nodewright_crds::NodeState)> = v
         .nodes
         .iter()
         .filter_map(|n| {
             let d = ctx.doc(v, n)?;
-            (mirror.get(n) != Some(d)).then(|| (n.clone(), d.clone()))
+            (ctx.mirror_entry(v, n) != Some(d)).then(|| (n.clone(), d.clone()))
         })
         .collect();
     let mirror_changed = !docs.is_empty();
+    let edits = ctx.work.mirror_mut(&v.name);
+    for (n, d) in docs {
+        edits.insert(n, d);
+    }
     let complete = ctx.nw_complete(v);
     let (generation, now) = (v.generation, ctx.now);
     let status = ctx.status_mut(v);
     status.status = Some(nw_status);
     status.observed_generation = generation;
     status.node_status = statuses.into_iter().collect();
-    status.node_state.extend(docs);
     for c in &decision.conditions {
         for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
             set_condition(

@@ -74,8 +74,8 @@ fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
     }
     ctx.work.set_label(node, &keys::node_status(&v.name), None);
     ctx.work.unguarded.insert(name.to_string());
+    ctx.work.mirror_mut(&v.name).remove(name);
     let status = ctx.status_mut(v);
-    status.node_state.remove(name);
     status.node_status.remove(name);
     status.status = Some(Status::Unknown);
     ctx.work.event(

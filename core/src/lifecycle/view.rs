@@ -1,6 +1,7 @@
 //! R2: the per-NodeWright view of the snapshot (selected nodes in order, parsed node-state
 //! documents, normalised packages, the dependency graph).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
@@ -33,8 +34,8 @@ pub struct NwView<'a> {
     pub nodes: Vec<String>,
     /// Snapshot node-state per selected node; `Err` = unreadable (§R2.2).
     pub parsed: BTreeMap<String, Result<NodeState, String>>,
-    /// Status as read.
-    pub status: NodeWrightStatus,
+    /// Status as read (borrowed from the snapshot; default when absent).
+    pub status: Cow<'a, NodeWrightStatus>,
     /// The dependency graph.
     pub graph: Result<Dag, DagError>,
     /// The referenced DeploymentPolicy, when it exists.
@@ -88,7 +89,10 @@ impl<'a> NwView<'a> {
             deleting: nw.metadata.deletion_timestamp.is_some(),
             nodes: selected.iter().map(|n| node_name(n)).collect(),
             parsed,
-            status: nw.status.clone().unwrap_or_default(),
+            status: nw
+                .status
+                .as_ref()
+                .map_or_else(|| Cow::Owned(NodeWrightStatus::default()), Cow::Borrowed),
             policy,
             nw,
         })

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
+use super::mirror::{MirrorEdits, clone_without_mirror, eq_without_mirror};
 use super::view::{annotation, label, node_name};
 use crate::effect::{Context, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
 
@@ -40,8 +41,10 @@ pub struct Work {
     pub taints_remove: BTreeMap<String, Vec<Taint>>,
     /// Nodes patched without a resourceVersion precondition (reboot reset, finalizer cleanup).
     pub unguarded: BTreeSet<String>,
-    /// Working NodeWright statuses (only those touched).
+    /// Working NodeWright statuses (only those touched), their `nodeState` mirror left empty.
     pub statuses: BTreeMap<String, NodeWrightStatus>,
+    /// Edits of each NodeWright's `status.nodeState` mirror (only those touched).
+    pub mirrors: BTreeMap<String, MirrorEdits>,
     /// Other effects by slot, in decision order.
     pub effects: Vec<(Slot, Effect)>,
     /// Node condition patches.
@@ -167,7 +170,47 @@ impl Work {
     pub fn status_mut(&mut self, nw: &str, snapshot: &NodeWrightStatus) -> &mut NodeWrightStatus {
         self.statuses
             .entry(nw.to_string())
-            .or_insert_with(|| snapshot.clone())
+            .or_insert_with(|| clone_without_mirror(snapshot))
+    }
+
+    /// The mirror edits of a NodeWright.
+    pub fn mirror_mut(&mut self, nw: &str) -> &mut MirrorEdits {
+        self.mirrors.entry(nw.to_string()).or_default()
+    }
+
+    /// The current mirror entry of (nw, node).
+    pub fn mirror_entry<'s>(
+        &'s self,
+        nw: &str,
+        snapshot: &'s NodeWrightStatus,
+        node: &str,
+    ) -> Option<&'s NodeState> {
+        match self.mirrors.get(nw) {
+            Some(edits) => edits.get(&snapshot.node_state, node),
+            None => snapshot.node_state.get(node),
+        }
+    }
+
+    /// The full working status of a NodeWright (mirror included) when it differs from
+    /// `snapshot`; `None` when the pass changed nothing in it.
+    pub fn changed_status(
+        &self,
+        nw: &str,
+        snapshot: &NodeWrightStatus,
+    ) -> Option<NodeWrightStatus> {
+        let working = self.statuses.get(nw);
+        let edits = self.mirrors.get(nw);
+        let light_same = working.is_none_or(|w| eq_without_mirror(w, snapshot));
+        let mirror_same = edits.is_none_or(|e| !e.changed(&snapshot.node_state));
+        if light_same && mirror_same {
+            return None;
+        }
+        let mut full = clone_without_mirror(working.unwrap_or(snapshot));
+        full.node_state = match edits {
+            Some(e) => e.apply(&snapshot.node_state),
+            None => snapshot.node_state.clone(),
+        };
+        Some(full)
     }
 
     /// The current status of a NodeWright.

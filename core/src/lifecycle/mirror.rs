@@ -1,0 +1,141 @@
+//! The `status.nodeState` mirror kept out of the working status: the pass records its edits to
+//! the mirror per NodeWright and assembles the full status only for a `PatchStatus` (the mirror
+//! holds every node's document, so cloning, comparing and dropping it per pass is expensive).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nodewright_crds::{NodeState, NodeWrightStatus};
+
+/// Edits of one NodeWright's mirror on top of the snapshot's.
+#[derive(Debug, Default)]
+pub struct MirrorEdits {
+    /// Entries set (replacing the snapshot's).
+    set: BTreeMap<String, NodeState>,
+    /// Entries removed (absent from `set`).
+    removed: BTreeSet<String>,
+}
+
+impl MirrorEdits {
+    /// The current mirror entry of `node`.
+    pub fn get<'s>(
+        &'s self,
+        snapshot: &'s BTreeMap<String, NodeState>,
+        node: &str,
+    ) -> Option<&'s NodeState> {
+        match self.set.get(node) {
+            Some(doc) => Some(doc),
+            None if self.removed.contains(node) => None,
+            None => snapshot.get(node),
+        }
+    }
+
+    /// Sets the entry of `node`.
+    pub fn insert(&mut self, node: String, doc: NodeState) {
+        self.removed.remove(&node);
+        self.set.insert(node, doc);
+    }
+
+    /// Removes the entry of `node`.
+    pub fn remove(&mut self, node: &str) {
+        self.set.remove(node);
+        self.removed.insert(node.to_string());
+    }
+
+    /// Keeps only the entries whose node satisfies `keep`.
+    pub fn retain(
+        &mut self,
+        snapshot: &BTreeMap<String, NodeState>,
+        keep: impl Fn(&String) -> bool,
+    ) {
+        self.set.retain(|n, _| keep(n));
+        for n in snapshot.keys() {
+            if !keep(n) {
+                self.removed.insert(n.clone());
+            }
+        }
+    }
+
+    /// True when the edited mirror differs from the snapshot's.
+    pub fn changed(&self, snapshot: &BTreeMap<String, NodeState>) -> bool {
+        self.set.iter().any(|(n, d)| snapshot.get(n) != Some(d))
+            || self.removed.iter().any(|n| snapshot.contains_key(n))
+    }
+
+    /// The full edited mirror.
+    pub fn apply(&self, snapshot: &BTreeMap<String, NodeState>) -> BTreeMap<String, NodeState> {
+        let mut out: BTreeMap<String, NodeState> = snapshot
+            .iter()
+            .filter(|(n, _)| !self.removed.contains(*n) && !self.set.contains_key(*n))
+            .map(|(n, d)| (n.clone(), d.clone()))
+            .collect();
+        out.extend(self.set.iter().map(|(n, d)| (n.clone(), d.clone())));
+        out
+    }
+}
+
+/// A copy of `status` with an empty mirror (the mirror is not cloned).
+pub fn clone_without_mirror(status: &NodeWrightStatus) -> NodeWrightStatus {
+    // Exhaustive on purpose: a new status field must be considered here.
+    let NodeWrightStatus {
+        observed_generation,
+        node_state: _,
+        node_status,
+        status,
+        conditions,
+        node_boot_ids,
+        node_priority,
+        node_order_offset,
+        config_updates,
+        compartment_statuses,
+        nodes_in_progress,
+        complete_nodes,
+        package_list,
+    } = status;
+    NodeWrightStatus {
+        observed_generation: *observed_generation,
+        node_state: BTreeMap::new(),
+        node_status: node_status.clone(),
+        status: *status,
+        conditions: conditions.clone(),
+        node_boot_ids: node_boot_ids.clone(),
+        node_priority: node_priority.clone(),
+        node_order_offset: *node_order_offset,
+        config_updates: config_updates.clone(),
+        compartment_statuses: compartment_statuses.clone(),
+        nodes_in_progress: *nodes_in_progress,
+        complete_nodes: complete_nodes.clone(),
+        package_list: package_list.clone(),
+    }
+}
+
+/// True when `a` and `b` are equal apart from their mirrors.
+pub fn eq_without_mirror(a: &NodeWrightStatus, b: &NodeWrightStatus) -> bool {
+    // Exhaustive on purpose: a new status field must be compared here.
+    let NodeWrightStatus {
+        observed_generation,
+        node_state: _,
+        node_status,
+        status,
+        conditions,
+        node_boot_ids,
+        node_priority,
+        node_order_offset,
+        config_updates,
+        compartment_statuses,
+        nodes_in_progress,
+        complete_nodes,
+        package_list,
+    } = a;
+    *observed_generation == b.observed_generation
+        && *status == b.status
+        && *node_order_offset == b.node_order_offset
+        && *nodes_in_progress == b.nodes_in_progress
+        && *complete_nodes == b.complete_nodes
+        && *package_list == b.package_list
+        && *conditions == b.conditions
+        && *node_priority == b.node_priority
+        && *config_updates == b.config_updates
+        && *compartment_statuses == b.compartment_statuses
+        && *node_status == b.node_status
+        && *node_boot_ids == b.node_boot_ids
+}

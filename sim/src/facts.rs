@@ -25,6 +25,17 @@ pub struct JobFacts {
     pub unfinished: bool,
 }
 
+/// The Job has its `Complete` condition (it succeeded).
+pub fn succeeded(job: &Job) -> bool {
+    job.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "Complete" && c.status == "True")
+        })
+}
+
 /// Facts of a Job labelled for a NodeWright; `None` for other Jobs.
 pub fn job_facts(job: &Job) -> Option<JobFacts> {
     let labels = job.metadata.labels.clone().unwrap_or_default();

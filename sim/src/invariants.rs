@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nodewright_core::lifecycle::interrupts::{DrainAction, classify};
 use nodewright_core::{Effect, Plan, Snapshot};
 use nodewright_crds::{NodeWright, PackageStatus, Stage, State, keys};
 use serde::{Deserialize, Serialize};
@@ -28,6 +29,8 @@ pub struct Violation {
 pub struct Checker {
     /// Nodes cordoned by someone other than the operator (scenario setup or user action).
     pub user_cordoned: BTreeSet<String>,
+    /// The operator namespace (its own pods are never in the way of a drain).
+    pub operator_namespace: String,
     node_order_offset: BTreeMap<String, i32>,
     /// Violations found so far.
     pub violations: Vec<Violation>,
@@ -273,6 +276,9 @@ impl Checker {
                         }
                         self.dependencies(nw, &f, snapshot, at);
                         self.priority_gate(nw, &f, snapshot, at);
+                        if !f.interrupt {
+                            self.cordon_first(nw, &f, snapshot, at);
+                        }
                     }
                     let live_same: Vec<_> = snapshot
                         .jobs
@@ -391,6 +397,11 @@ impl Checker {
                         );
                     }
                 }
+                Effect::RemoveFinalizer { nodewright, .. } => {
+                    if let Some(nw) = nws.get(nodewright) {
+                        self.finalizer(nw, snapshot, at);
+                    }
+                }
                 Effect::PatchNode(patch) => {
                     for (key, value) in &patch.annotations {
                         if let Some(nw) = key.strip_prefix(&format!("{}/cordon_", keys::PREFIX))
@@ -457,6 +468,116 @@ impl Checker {
 }
 
 impl Checker {
+    /// I3: an apply, upgrade, uninstall or config executor of a package with an interrupt starts
+    /// only on a node the snapshot shows durably cordoned by its NodeWright and already drained.
+    fn cordon_first(
+        &mut self,
+        nw: &NodeWright,
+        f: &facts::JobFacts,
+        snapshot: &Snapshot,
+        at: SimTime,
+    ) {
+        let stage = serde_json::from_value::<Stage>(serde_json::Value::String(f.stage.clone()));
+        if !matches!(
+            stage,
+            Ok(Stage::Apply | Stage::Upgrade | Stage::Uninstall | Stage::Config)
+        ) {
+            return;
+        }
+        let updates = nw
+            .status
+            .as_ref()
+            .map(|s| s.config_updates.clone())
+            .unwrap_or_default();
+        let Some((_, pkg)) = nw
+            .spec
+            .packages
+            .iter()
+            .find(|(key, p)| package_name(key, p) == f.package)
+        else {
+            return;
+        };
+        if !nodewright_core::lifecycle::predicates::has_interrupt(pkg, &updates) {
+            return;
+        }
+        let nw_name = nw.metadata.name.clone().unwrap_or_default();
+        let Some(node) = snapshot
+            .nodes
+            .iter()
+            .find(|n| n.metadata.name.as_deref() == Some(&f.node))
+        else {
+            return;
+        };
+        let cordoned = facts::unschedulable(node)
+            && facts::annotation(node, &keys::cordon(&nw_name)) == Some("true");
+        let in_the_way: Vec<String> = snapshot
+            .workload_pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&f.node))
+            .filter(|p| {
+                let drain = nw.spec.drain_config.as_ref();
+                !matches!(
+                    classify(p, &self.operator_namespace, drain),
+                    DrainAction::Ignore
+                )
+            })
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        if !cordoned || !in_the_way.is_empty() {
+            self.report(
+                at,
+                "I3 cordon-before-interrupt-work",
+                format!(
+                    "{nw_name} started {} {} on {} (cordoned: {cordoned}, pods in the way: [{}])",
+                    f.package,
+                    f.stage,
+                    f.node,
+                    in_the_way.join(", ")
+                ),
+            );
+        }
+    }
+
+    /// I17: the finalizer goes only when no Enabled package has an entry on a selected node
+    /// (the cleanup patches of the same plan remove the operator's own annotations, not entries).
+    fn finalizer(&mut self, nw: &NodeWright, snapshot: &Snapshot, at: SimTime) {
+        let nw_name = nw.metadata.name.clone().unwrap_or_default();
+        for node in facts::selected(nw, snapshot.nodes.iter()) {
+            let state = facts::node_state(node, &nw_name);
+            for (key, pkg) in &nw.spec.packages {
+                let name = package_name(key, pkg);
+                let enabled = pkg.uninstall.as_ref().is_some_and(|u| u.enabled);
+                let node_name = node.metadata.name.as_deref().unwrap_or_default();
+                let entry = state.get(name, &pkg.version);
+                // The same pass may record the uninstall executor's success (T11/T12) and then
+                // remove the finalizer: an entry whose uninstall-cycle Job succeeded counts as gone.
+                let finished = entry.is_some_and(|e| {
+                    e.stage.in_uninstall_cycle()
+                        && snapshot.jobs.iter().any(|j| {
+                            facts::succeeded(j)
+                                && job_facts(j).is_some_and(|f| {
+                                    f.nodewright == nw_name
+                                        && f.node == node_name
+                                        && f.package == name
+                                        && f.stage == e.stage.as_str()
+                                })
+                        })
+                });
+                if enabled && entry.is_some() && !finished {
+                    self.report(
+                        at,
+                        "I17 finalizer",
+                        format!(
+                            "{nw_name} finalizer removed while {name}|{} is still installed on {}",
+                            pkg.version,
+                            node.metadata.name.clone().unwrap_or_default()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
     /// I8: an executor of B starts on n only if NodeReady(B, n) (02-lifecycle.md §5): every
     /// non-disabled NodeWright preceding B is complete on n (or everywhere, for `sequencing: all`).
     /// Completeness is approximated from entries: every installed spec package complete at
@@ -522,6 +643,11 @@ impl Checker {
     }
 }
 
+/// A package's name: the `name` field once defaulted, else its key in `spec.packages`.
+fn package_name<'a>(key: &'a str, pkg: &'a nodewright_crds::Package) -> &'a str {
+    if pkg.name.is_empty() { key } else { &pkg.name }
+}
+
 fn is_install(stage: Stage) -> bool {
     !stage.in_uninstall_cycle()
 }
@@ -541,6 +667,15 @@ pub fn illegal_transition(t: &EntryTransition) -> Option<String> {
         return match (&t.from, &t.to) {
             (None, Some(to)) if to.state == Some(State::Skipped) => {
                 Some("created as skipped".into())
+            }
+            // I12, I23: only a started executor creates an entry (T1, T16, T17).
+            (None, Some(to)) if to.state != Some(State::InProgress) || to.restarts != 0 => {
+                Some(format!(
+                    "entry created as ({}, {}) restarts {}",
+                    to.stage,
+                    to.state.map_or("-", |s| s.as_str()),
+                    to.restarts
+                ))
             }
             _ => None,
         };

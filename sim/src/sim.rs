@@ -40,6 +40,7 @@ impl Simulation {
     pub fn new(world: World, operator: Operator, mut actions: Vec<TimedAction>) -> Self {
         actions.sort_by_key(|a| a.at);
         let mut checker = Checker::default();
+        checker.operator_namespace = operator.options.namespace.clone();
         for node in world.store.objects.nodes.values() {
             if crate::facts::unschedulable(node) {
                 checker

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
-use nodewright_core::{Options, Snapshot, reconcile};
+use nodewright_core::{NodeStateCache, Options, Snapshot, reconcile, reconcile_with};
 use nodewright_crds::{
     InterruptionBudget, NodeState, NodeWright, NodeWrightSpec, Package, PackageStatus, Stage,
     State, keys,
@@ -187,4 +187,26 @@ fn plan_steady_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize)) 
     let options = Options::default();
     let now = "2026-01-01T00:00:00Z".parse().unwrap();
     bencher.bench(|| reconcile(divan::black_box(&snapshot), &options, now));
+}
+
+/// The steady pass with a fresh parse cache (the shell keeps one between passes, so only
+/// changed node-state annotations are parsed).
+#[divan::bench(args = [(1_000, 5), (10_000, 10)], sample_count = 5, sample_size = 1)]
+fn plan_steady_pass_cached(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let mut snapshot = cluster(nodes, packages);
+    settle(&mut snapshot, 12);
+    let mut cache = NodeStateCache::new();
+    cache.update(&snapshot.nodes);
+    let options = Options::default();
+    let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    bencher.bench(|| reconcile_with(divan::black_box(&snapshot), &options, now, &cache));
+}
+
+/// Bringing a warm parse cache up to date when no annotation changed (the shell's cost per pass).
+#[divan::bench(args = [(1_000, 5), (10_000, 10)], sample_count = 5, sample_size = 1)]
+fn cache_update_unchanged(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let snapshot = cluster(nodes, packages);
+    let mut cache = NodeStateCache::new();
+    cache.update(&snapshot.nodes);
+    bencher.bench_local(|| cache.update(divan::black_box(&snapshot.nodes)));
 }

@@ -5,11 +5,13 @@
 
 pub mod effect;
 pub mod options;
+pub mod parse_cache;
 pub mod plan;
 pub mod snapshot;
 
 pub use effect::{Context, DeletionReason, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
 pub use options::{Options, OptionsError};
+pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
 pub use snapshot::{ClusterInfo, Snapshot};
 
@@ -17,4 +19,4 @@ pub mod jobs;
 pub mod lifecycle;
 pub mod rollout;
 
-pub use lifecycle::reconcile;
+pub use lifecycle::{reconcile, reconcile_with};

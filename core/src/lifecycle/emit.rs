@@ -83,7 +83,7 @@ fn snapshot_states<'v>(views: &'v [NwView], node: &str) -> BTreeMap<&'v str, &'v
     views
         .iter()
         .filter_map(|v| match v.parsed.get(node) {
-            Some(Ok(doc)) => Some((v.name.as_str(), doc)),
+            Some(Ok(doc)) => Some((v.name.as_str(), &**doc)),
             _ => None,
         })
         .collect()

@@ -30,13 +30,24 @@ use jiff::Timestamp;
 
 use self::ctx::Ctx;
 use self::view::NwView;
-use crate::{Options, Plan, Snapshot};
+use crate::{NodeStateCache, Options, Plan, Snapshot};
 
 /// Plans one pass over the whole snapshot. Pure and deterministic: the same snapshot, options
 /// and `now` give the same plan, whatever the order of the snapshot's vectors.
 pub fn reconcile(snapshot: &Snapshot, options: &Options, now: Timestamp) -> Plan {
+    reconcile_with(snapshot, options, now, &NodeStateCache::default())
+}
+
+/// [`reconcile`] with a memo of parsed node-state documents (see [`NodeStateCache`]); the plan
+/// is the same whatever the cache holds, only faster when it is fresh.
+pub fn reconcile_with(
+    snapshot: &Snapshot,
+    options: &Options,
+    now: Timestamp,
+    cache: &NodeStateCache,
+) -> Plan {
     let mut ctx = Ctx::new(snapshot, options, now);
-    let views = build_views(&mut ctx);
+    let views = build_views(&mut ctx, cache);
     if views.is_empty() && snapshot.nodewrights.is_empty() {
         return Plan::default();
     }
@@ -46,7 +57,7 @@ pub fn reconcile(snapshot: &Snapshot, options: &Options, now: Timestamp) -> Plan
 
 /// R2: one view per NodeWright, sorted by (priority, name); a NodeWright whose view cannot be
 /// built (invalid selector) is reported and left alone.
-fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
+fn build_views<'a>(ctx: &mut Ctx<'a>, cache: &'a NodeStateCache) -> Vec<NwView<'a>> {
     let mut nodes: Vec<_> = ctx.nodes.values().copied().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut nws: Vec<_> = ctx.snap.nodewrights.iter().collect();
@@ -55,7 +66,7 @@ fn build_views<'a>(ctx: &mut Ctx<'a>) -> Vec<NwView<'a>> {
     });
     let mut views = Vec::new();
     for nw in nws {
-        match NwView::build(nw, &nodes, &ctx.snap.policies) {
+        match NwView::build(nw, &nodes, &ctx.snap.policies, cache) {
             Ok(view) => {
                 let key = nodewright_crds::keys::node_status(&view.name);
                 ctx.work.status_keys.insert(view.name.clone(), key);

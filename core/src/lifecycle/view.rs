@@ -10,6 +10,7 @@ use nodewright_crds::{
 };
 
 use super::dag::{Dag, DagError};
+use crate::NodeStateCache;
 
 /// One NodeWright as the pass sees it.
 #[derive(Debug)]
@@ -33,7 +34,7 @@ pub struct NwView<'a> {
     /// Selected node names, sorted by (creationTimestamp, name).
     pub nodes: Vec<String>,
     /// Snapshot node-state per selected node; `Err` = unreadable (§R2.2).
-    pub parsed: BTreeMap<String, Result<NodeState, String>>,
+    pub parsed: BTreeMap<String, Result<Cow<'a, NodeState>, String>>,
     /// Status as read (borrowed from the snapshot; default when absent).
     pub status: Cow<'a, NodeWrightStatus>,
     /// The dependency graph.
@@ -48,6 +49,7 @@ impl<'a> NwView<'a> {
         nw: &'a NodeWright,
         nodes: &[&'a Node],
         policies: &'a [DeploymentPolicy],
+        cache: &'a NodeStateCache,
     ) -> Result<Self, String> {
         let name = nw.metadata.name.clone().unwrap_or_default();
         let mut spec = nw.spec.clone();
@@ -70,11 +72,17 @@ impl<'a> NwView<'a> {
         let parsed = selected
             .iter()
             .map(|n| {
+                let name = node_name(n);
                 let doc = match annotation(n, &state_key) {
-                    None => Ok(NodeState::default()),
-                    Some(text) => NodeState::parse(text).map_err(|e| e.to_string()),
+                    None => Ok(Cow::Owned(NodeState::default())),
+                    Some(text) => match cache.get(&name, &state_key, text) {
+                        Some(doc) => Ok(Cow::Borrowed(doc)),
+                        None => NodeState::parse(text)
+                            .map(Cow::Owned)
+                            .map_err(|e| e.to_string()),
+                    },
                 };
-                (node_name(n), doc)
+                (name, doc)
             })
             .collect();
         let policy = crate::rollout::find_policy(nw, policies);

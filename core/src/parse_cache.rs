@@ -1,0 +1,140 @@
+//! A memo of parsed node-state documents the shell may keep between passes.
+//!
+//! Parsing every node-state annotation is the largest single cost of a pass at scale, and almost
+//! every annotation is unchanged from the previous pass. Parsing is pure, so a document parsed
+//! from exactly the same text is the same document: the cache holds, per (node, annotation key),
+//! the text it parsed and the result, and answers only when the text is identical. A pass with
+//! an empty or stale cache plans exactly the same as one with a fresh cache; only its speed
+//! differs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use nodewright_crds::NodeState;
+
+/// One parsed annotation: the exact text and the document parsed from it.
+#[derive(Clone, Debug)]
+struct Parsed {
+    text: String,
+    doc: Arc<NodeState>,
+}
+
+/// Parsed node-state documents per node and annotation key (see the module docs).
+#[derive(Clone, Debug, Default)]
+pub struct NodeStateCache {
+    docs: BTreeMap<String, BTreeMap<String, Parsed>>,
+}
+
+impl NodeStateCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Brings the cache up to date with `nodes`: every readable node-state annotation is
+    /// cached, documents whose text is unchanged are kept as they are, changed ones are parsed
+    /// again, and nodes and annotations that are gone are dropped. Unreadable annotations are
+    /// not cached.
+    pub fn update(&mut self, nodes: &[Node]) {
+        let prefix = nodewright_crds::keys::node_state("");
+        let mut docs: BTreeMap<String, BTreeMap<String, Parsed>> = BTreeMap::new();
+        let mut old = std::mem::take(&mut self.docs);
+        for node in nodes {
+            let Some(name) = node.metadata.name.as_deref() else {
+                continue;
+            };
+            let Some(annotations) = node.metadata.annotations.as_ref() else {
+                continue;
+            };
+            let mut kept = old.remove(name).unwrap_or_default();
+            let mut fresh = BTreeMap::new();
+            for (key, text) in annotations.iter().filter(|(k, _)| k.starts_with(&prefix)) {
+                let parsed = match kept.remove(key) {
+                    Some(p) if p.text == *text => p,
+                    _ => match NodeState::parse(text) {
+                        Ok(doc) => Parsed {
+                            text: text.clone(),
+                            doc: Arc::new(doc),
+                        },
+                        Err(_) => continue,
+                    },
+                };
+                fresh.insert(key.clone(), parsed);
+            }
+            if !fresh.is_empty() {
+                docs.insert(name.to_string(), fresh);
+            }
+        }
+        self.docs = docs;
+    }
+
+    /// Number of cached documents.
+    pub fn len(&self) -> usize {
+        self.docs.values().map(BTreeMap::len).sum()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.docs.is_empty()
+    }
+
+    /// The document parsed from `text` under annotation `key` of `node`, when cached.
+    pub fn get(&self, node: &str, key: &str, text: &str) -> Option<&NodeState> {
+        self.lookup(node, key, text).map(|doc| &**doc)
+    }
+
+    fn lookup(&self, node: &str, key: &str, text: &str) -> Option<&Arc<NodeState>> {
+        let parsed = self.docs.get(node)?.get(key)?;
+        (parsed.text == text).then_some(&parsed.doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn node(name: &str, key: &str, text: &str) -> Node {
+        Node {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                annotations: Some([(key.to_string(), text.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Node::default()
+        }
+    }
+
+    const DOC: &str = r#"{"pkg|1.0.0":{"name":"pkg","version":"1.0.0","image":"img","stage":"apply","state":"in_progress"}}"#;
+
+    #[test]
+    fn answers_only_for_identical_text() {
+        let key = nodewright_crds::keys::node_state("demo");
+        let mut cache = NodeStateCache::new();
+        cache.update(&[node("n1", &key, DOC)]);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(
+            cache.get("n1", &key, DOC),
+            NodeState::parse(DOC).ok().as_ref()
+        );
+        assert!(cache.get("n1", &key, "{}").is_none());
+        assert!(cache.get("n2", &key, DOC).is_none());
+        assert!(cache.get("n1", "other", DOC).is_none());
+    }
+
+    #[test]
+    fn update_reuses_unchanged_documents_and_drops_unreadable_ones() {
+        let key = nodewright_crds::keys::node_state("demo");
+        let mut cache = NodeStateCache::new();
+        cache.update(&[node("n1", &key, DOC)]);
+        let a = Arc::clone(cache.lookup("n1", &key, DOC).unwrap());
+        cache.update(&[node("n1", &key, DOC), node("n2", &key, "not json")]);
+        assert_eq!(cache.len(), 1);
+        assert!(Arc::ptr_eq(&a, cache.lookup("n1", &key, DOC).unwrap()));
+        cache.update(&[node("n1", &key, "{}")]);
+        assert_eq!(cache.get("n1", &key, "{}"), Some(&NodeState::default()));
+        cache.update(&[]);
+        assert!(cache.is_empty());
+    }
+}

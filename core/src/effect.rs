@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
 use nodewright_crds::{NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
 
+mod describe;
+
 /// One intended write. Effects in a plan are ordered; a failed effect makes the shell drop the
 /// effects after it that `depends_on_previous` and requeue.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use jiff::Timestamp;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use crate::interpreter::{Interpreter, InterpreterConfig, Outcome, Scope, Written, effect_kind};
+use crate::interpreter::{Interpreter, InterpreterConfig, Outcome, Scope, Written};
 use crate::invariants::Checker;
 use crate::objects::Objects;
 use crate::rng::Rng;
@@ -348,7 +348,7 @@ impl Operator {
             );
             *self
                 .outcomes
-                .entry(format!("{}/{}", effect_kind(effect), outcome.label()))
+                .entry(format!("{}/{}", effect.kind(), outcome.label()))
                 .or_default() += 1;
             written.append(&mut interpreter.written);
             if let Some(trace) = self.trace.as_mut() {

@@ -193,11 +193,11 @@ impl Interpreter {
         let mut done = Vec::with_capacity(indices.len());
         for &i in indices {
             let effect = &plan.effects[i];
-            let kind = effect_kind(effect);
+            let kind = effect.kind();
             let outcome = if scope.blocks(effect) {
                 Outcome::Skipped
             } else {
-                let span = effect_span(kind, effect_context(effect));
+                let span = effect_span(kind, effect.context());
                 self.apply_one(snapshot, effect).instrument(span).await
             };
             log_outcome(kind, effect, &outcome);
@@ -287,9 +287,6 @@ impl Interpreter {
     }
 }
 
-/// Annotation naming the node of a node-metadata ConfigMap.
-const NODE_NAME_ANNOTATION: &str = "nodewright.nvidia.com/Node.name";
-
 /// How many nodes' effects are applied concurrently.
 pub const PARALLEL_NODES: usize = 16;
 
@@ -306,7 +303,7 @@ fn units(effects: &[Effect]) -> Vec<Unit> {
         match (effect, out.last_mut()) {
             (Effect::Event(_), Some(last)) => last.indices.push(i),
             _ => out.push(Unit {
-                node: effect_node(effect).map(str::to_string),
+                node: effect.node().map(str::to_string),
                 indices: vec![i],
             }),
         }
@@ -367,7 +364,7 @@ impl Scope {
         {
             return true;
         }
-        effect_node(effect).is_some_and(|n| self.failed_nodes.contains(n))
+        effect.node().is_some_and(|n| self.failed_nodes.contains(n))
     }
 
     fn record(&mut self, effect: &Effect, outcome: &Outcome) {
@@ -380,9 +377,9 @@ impl Scope {
         if happened {
             return;
         }
-        if let Some(node) = effect_node(effect) {
+        if let Some(node) = effect.node() {
             self.failed_nodes.insert(node.to_string());
-            if let Some(nw) = &effect_context(effect).nodewright {
+            if let Some(nw) = &effect.context().nodewright {
                 self.failed_nodewrights.insert(nw.clone());
             }
         }
@@ -391,58 +388,6 @@ impl Scope {
                 self.failed_nodewrights.insert(change.nodewright.clone());
             }
         }
-    }
-}
-
-/// The node an effect concerns, if any.
-fn effect_node(effect: &Effect) -> Option<&str> {
-    match effect {
-        Effect::PatchNode(p) => Some(&p.node),
-        Effect::PatchNodeConditions { node, .. } => Some(node),
-        // A node-metadata ConfigMap belongs to its node's lane.
-        Effect::UpsertConfigMap { config_map, .. } => config_map
-            .metadata
-            .annotations
-            .as_ref()?
-            .get(NODE_NAME_ANNOTATION)
-            .map(String::as_str),
-        other => effect_context(other).node.as_deref(),
-    }
-}
-
-static EMPTY_CONTEXT: std::sync::LazyLock<Context> = std::sync::LazyLock::new(Context::default);
-
-/// The context an effect carries (empty for effects without one).
-pub fn effect_context(effect: &Effect) -> &Context {
-    match effect {
-        Effect::CreateJob { context, .. }
-        | Effect::DeleteJob { context, .. }
-        | Effect::PatchJob { context, .. }
-        | Effect::EndInterruptJob { context, .. }
-        | Effect::DeletePod { context, .. }
-        | Effect::Evict { context, .. } => context,
-        Effect::PatchNode(p) => &p.context,
-        _ => &EMPTY_CONTEXT,
-    }
-}
-
-/// The effect's variant name, for logs and metrics.
-pub fn effect_kind(effect: &Effect) -> &'static str {
-    match effect {
-        Effect::CreateJob { .. } => "CreateJob",
-        Effect::DeleteJob { .. } => "DeleteJob",
-        Effect::PatchJob { .. } => "PatchJob",
-        Effect::EndInterruptJob { .. } => "EndInterruptJob",
-        Effect::DeletePod { .. } => "DeletePod",
-        Effect::PatchNode(_) => "PatchNode",
-        Effect::PatchNodeConditions { .. } => "PatchNodeConditions",
-        Effect::Evict { .. } => "Evict",
-        Effect::PatchStatus { .. } => "PatchStatus",
-        Effect::AddFinalizer { .. } => "AddFinalizer",
-        Effect::RemoveFinalizer { .. } => "RemoveFinalizer",
-        Effect::UpsertConfigMap { .. } => "UpsertConfigMap",
-        Effect::DeleteConfigMap { .. } => "DeleteConfigMap",
-        Effect::Event(_) => "Event",
     }
 }
 
@@ -460,7 +405,7 @@ fn effect_span(kind: &'static str, ctx: &Context) -> tracing::Span {
 }
 
 fn log_outcome(kind: &'static str, effect: &Effect, outcome: &Outcome) {
-    let ctx = effect_context(effect);
+    let ctx = effect.context();
     let opt = |v: &Option<String>| v.clone().unwrap_or_default();
     let (nw, node, pkg, stage) = (
         opt(&ctx.nodewright),

@@ -20,7 +20,7 @@ pub struct Ctx<'a> {
     /// The pass's notion of now.
     pub now: Timestamp,
     /// All nodes by name.
-    pub nodes: BTreeMap<String, &'a Node>,
+    pub nodes: BTreeMap<&'a str, &'a Node>,
     /// Pods by node name (workload and executor pods).
     pub pods_by_node: BTreeMap<String, Vec<&'a Pod>>,
     /// The executor index.
@@ -70,7 +70,7 @@ impl<'a> Ctx<'a> {
         let nodes = snap
             .nodes
             .iter()
-            .filter_map(|n| n.metadata.name.clone().map(|name| (name, n)))
+            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
             .collect();
         let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
         for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {

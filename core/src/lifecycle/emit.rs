@@ -42,7 +42,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
         let snapshot_states = snapshot_states(views, name);
         if let Some(patch) = node_patch(&ctx.work, node, &snapshot_states) {
             plan.effects.push(Effect::PatchNode(Box::new(patch)));
-            saved_nodes.push((name.clone(), *node));
+            saved_nodes.push((*name, *node));
         }
     }
     for (name, node) in &saved_nodes {

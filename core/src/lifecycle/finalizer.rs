@@ -110,10 +110,9 @@ fn cleanup(ctx: &mut Ctx, v: &NwView) {
         if !keep_state {
             keys_to_drop.push(keys::node_version(&v.name));
             // The whole document goes (never re-merged): drop any entry changes of this pass.
-            let pair = (name.clone(), v.name.clone());
-            ctx.work.states.remove(&pair);
+            ctx.work.drop_state(&v.name, name);
             if super::view::annotation(node, &keys::node_state(&v.name)).is_some() {
-                ctx.work.removed.insert(pair);
+                ctx.work.removed.insert((name.clone(), v.name.clone()));
             }
         }
         for key in keys_to_drop {

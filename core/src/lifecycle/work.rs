@@ -25,8 +25,8 @@ pub enum Slot {
 /// Everything the pass has decided so far.
 #[derive(Debug, Default)]
 pub struct Work {
-    /// Working node-state documents per (node, NodeWright); only for pairs touched.
-    pub states: BTreeMap<(String, String), NodeState>,
+    /// Working node-state documents per node, then NodeWright; only for pairs touched.
+    pub states: BTreeMap<String, BTreeMap<String, NodeState>>,
     /// Documents removed wholesale (reset), per (node, NodeWright).
     pub removed: BTreeSet<(String, String)>,
     /// Annotation changes per node.
@@ -60,17 +60,32 @@ pub struct Work {
 impl Work {
     /// The working document of (nw, node), seeded from `snapshot`.
     pub fn state_mut(&mut self, nw: &str, node: &str, snapshot: &NodeState) -> &mut NodeState {
-        self.removed.remove(&(node.to_string(), nw.to_string()));
+        if !self.removed.is_empty() {
+            self.removed.remove(&(node.to_string(), nw.to_string()));
+        }
         self.states
-            .entry((node.to_string(), nw.to_string()))
+            .entry(node.to_string())
+            .or_default()
+            .entry(nw.to_string())
             .or_insert_with(|| snapshot.clone())
     }
 
     /// The current document: working copy if touched, else the snapshot's.
     pub fn state<'s>(&'s self, nw: &str, node: &str, snapshot: &'s NodeState) -> &'s NodeState {
         self.states
-            .get(&(node.to_string(), nw.to_string()))
+            .get(node)
+            .and_then(|docs| docs.get(nw))
             .unwrap_or(snapshot)
+    }
+
+    /// Drops the working document of (nw, node), if any.
+    pub fn drop_state(&mut self, nw: &str, node: &str) {
+        if let Some(docs) = self.states.get_mut(node) {
+            docs.remove(nw);
+            if docs.is_empty() {
+                self.states.remove(node);
+            }
+        }
     }
 
     /// Sets an annotation on a node (only recorded when it differs from the snapshot node).
@@ -158,11 +173,7 @@ impl Work {
             || self.taints_add.contains_key(node)
             || self.taints_remove.contains_key(node)
             || self.unguarded.contains(node)
-            || self
-                .states
-                .range((node.to_string(), String::new())..)
-                .next()
-                .is_some_and(|((n, _), _)| n == node)
+            || self.states.get(node).is_some_and(|docs| !docs.is_empty())
             || self.removed.iter().any(|(n, _)| n == node)
     }
 
@@ -306,10 +317,7 @@ pub fn node_patch(
         },
         ..NodePatch::default()
     };
-    for ((n, nw), after) in work.states.range((name.clone(), String::new())..) {
-        if *n != name {
-            break;
-        }
+    for (nw, after) in work.states.get(&name).into_iter().flatten() {
         let empty = NodeState::default();
         let before = snapshot_states.get(nw.as_str()).copied().unwrap_or(&empty);
         patch.state.extend(entry_changes(nw, before, after));

@@ -209,6 +209,7 @@ async fn run(
         cluster,
         trace,
         synced,
+        parsed: Default::default(),
     };
     runner.run(leading.clone(), shutdown.clone()).await;
 

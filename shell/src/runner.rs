@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use nodewright_core::{ClusterInfo, Options, Plan};
+use nodewright_core::{ClusterInfo, NodeStateCache, Options, Plan};
 use tokio::sync::{Mutex, watch};
 use tracing::{debug, info, warn};
 
@@ -41,6 +41,9 @@ pub struct Runner {
     pub trace: Option<Arc<Mutex<TraceRecorder>>>,
     /// Turns true once every cache completed its first list.
     pub synced: watch::Receiver<bool>,
+    /// Node-state documents parsed in earlier passes, reused while their annotation text is
+    /// unchanged (a pure memo: plans are identical with or without it).
+    pub parsed: std::sync::Mutex<NodeStateCache>,
 }
 
 /// The wait before the next pass given this pass's outcome; `failures` counts consecutive
@@ -109,7 +112,13 @@ impl Runner {
         let started = Instant::now();
         let snapshot = self.caches.snapshot(&self.cluster);
         let now = Timestamp::now();
-        let plan = nodewright_core::reconcile(&snapshot, &self.options, now);
+        let plan = {
+            // A poisoned lock means an earlier pass panicked; `update` rebuilds the memo from
+            // the snapshot and only reuses entries whose text still matches, so it is safe.
+            let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
+            parsed.update(&snapshot.nodes);
+            nodewright_core::reconcile_with(&snapshot, &self.options, now, &parsed)
+        };
         let planned = started.elapsed();
         self.metrics.plan_duration.observe(planned.as_secs_f64());
         self.metrics.plan.replace(&plan.metrics);

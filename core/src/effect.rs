@@ -9,6 +9,9 @@ use nodewright_crds::{NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
 
 mod describe;
+mod node_patch;
+
+pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 
 /// One intended write. Effects in a plan are ordered; a failed effect makes the shell drop the
 /// effects after it that `depends_on_previous` and requeue.

@@ -7,9 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Taint};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use nodewright_core::effect::{NodePatchRefusal, resolve_node_patch};
 use nodewright_core::{Effect, NodePatch, Snapshot};
-use nodewright_crds::{NodeState, NodeWright, keys};
+use nodewright_crds::{NodeWright, keys};
 use serde::{Deserialize, Serialize};
 
 use crate::objects::{Objects, key};
@@ -70,20 +71,8 @@ pub enum Written {
     JobCreated(Box<Job>),
 }
 
-/// One applied entry change, as found on the fresh node.
-#[derive(Clone, Debug)]
-pub struct EntryTransition {
-    /// NodeWright.
-    pub nodewright: String,
-    /// Node.
-    pub node: String,
-    /// Entry key.
-    pub key: String,
-    /// Entry on the fresh read.
-    pub from: Option<nodewright_crds::PackageStatus>,
-    /// Entry written.
-    pub to: Option<nodewright_crds::PackageStatus>,
-}
+/// One applied entry change, as found on the fresh node (resolved in core).
+pub use nodewright_core::effect::EntryTransition;
 
 /// Interpreter settings and fault knobs.
 #[derive(Clone, Debug)]
@@ -569,11 +558,11 @@ impl Interpreter<'_> {
             let Some(fresh) = fresh else {
                 return Outcome::Noop;
             };
-            let built = match build_node(&fresh, patch) {
+            let built = match resolve_node_patch(&fresh, patch) {
                 Ok(Some(b)) => b,
                 Ok(None) => return Outcome::Noop,
-                Err(BuildError::Mismatch(why)) => return Outcome::Dropped(why),
-                Err(BuildError::Malformed(why)) => return Outcome::Failed(why),
+                Err(NodePatchRefusal::Mismatch(why)) => return Outcome::Dropped(why),
+                Err(NodePatchRefusal::Malformed(why)) => return Outcome::Failed(why),
             };
             if self.rng.chance(self.config.conflict_probability) {
                 self.foreign_write(&patch.node);
@@ -581,7 +570,7 @@ impl Interpreter<'_> {
             let Some(current) = self.world.store.objects.nodes.get(&patch.node).cloned() else {
                 return Outcome::Noop;
             };
-            if built.needs_rv
+            if built.needs_resource_version
                 && current.metadata.resource_version != fresh.metadata.resource_version
             {
                 continue;
@@ -592,7 +581,7 @@ impl Interpreter<'_> {
                     self.written.push(Written::Node {
                         before: Box::new(current),
                         after: Box::new(written),
-                        entries: built.transitions,
+                        entries: built.entries,
                     });
                     return Outcome::Applied;
                 }
@@ -617,155 +606,6 @@ impl Interpreter<'_> {
 
 /// Annotation a simulated foreign writer bumps to provoke write conflicts.
 pub const FOREIGN: &str = "sim.example.com/foreign-writes";
-
-/// Why a node patch cannot be built.
-enum BuildError {
-    Mismatch(String),
-    Malformed(String),
-}
-
-/// A node patch resolved against a fresh read.
-struct BuiltNode {
-    annotations: BTreeMap<String, Option<String>>,
-    labels: BTreeMap<String, Option<String>>,
-    taints: Option<Vec<Taint>>,
-    unschedulable: Option<bool>,
-    needs_rv: bool,
-    transitions: Vec<EntryTransition>,
-}
-
-impl BuiltNode {
-    fn apply_to(&self, mut node: Node) -> Node {
-        let set = |map: &mut BTreeMap<String, String>, delta: &BTreeMap<String, Option<String>>| {
-            for (k, v) in delta {
-                match v {
-                    Some(v) => drop(map.insert(k.clone(), v.clone())),
-                    None => drop(map.remove(k)),
-                }
-            }
-        };
-        set(
-            node.metadata
-                .annotations
-                .get_or_insert_with(Default::default),
-            &self.annotations,
-        );
-        set(
-            node.metadata.labels.get_or_insert_with(Default::default),
-            &self.labels,
-        );
-        let spec = node.spec.get_or_insert_with(Default::default);
-        if let Some(t) = &self.taints {
-            spec.taints = Some(t.clone());
-        }
-        if let Some(u) = self.unschedulable {
-            spec.unschedulable = Some(u);
-        }
-        node
-    }
-}
-
-fn delta(
-    current: &BTreeMap<String, String>,
-    wanted: &BTreeMap<String, Option<String>>,
-) -> BTreeMap<String, Option<String>> {
-    wanted
-        .iter()
-        .filter(|(k, v)| current.get(*k) != v.as_ref())
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-fn build_node(fresh: &Node, patch: &NodePatch) -> Result<Option<BuiltNode>, BuildError> {
-    let current = fresh.metadata.annotations.clone().unwrap_or_default();
-    let mut annotations = delta(&current, &patch.annotations);
-    let mut docs: BTreeMap<String, NodeState> = BTreeMap::new();
-    let mut transitions = Vec::new();
-    for change in &patch.state {
-        if !docs.contains_key(&change.nodewright) {
-            let parsed = match current.get(&keys::node_state(&change.nodewright)) {
-                None => NodeState::default(),
-                Some(text) => {
-                    NodeState::parse(text).map_err(|e| BuildError::Malformed(e.to_string()))?
-                }
-            };
-            docs.insert(change.nodewright.clone(), parsed);
-        }
-        let doc = docs.get_mut(&change.nodewright).expect("inserted above");
-        let fresh_entry = doc.0.get(&change.key).cloned();
-        if patch.guarded && fresh_entry != change.expect {
-            return Err(BuildError::Mismatch(format!(
-                "node {} entry {} of {} changed since the snapshot",
-                patch.node, change.key, change.nodewright
-            )));
-        }
-        transitions.push(EntryTransition {
-            nodewright: change.nodewright.clone(),
-            node: patch.node.clone(),
-            key: change.key.clone(),
-            from: fresh_entry,
-            to: change.set.clone(),
-        });
-        match &change.set {
-            Some(entry) => drop(doc.0.insert(change.key.clone(), entry.clone())),
-            None => drop(doc.0.remove(&change.key)),
-        }
-    }
-    let mut state_changed = false;
-    for (nw, doc) in docs {
-        let k = keys::node_state(&nw);
-        let text = doc.to_annotation();
-        if current.get(&k) != Some(&text) {
-            annotations.insert(k, Some(text));
-            state_changed = true;
-        }
-    }
-    for nw in &patch.remove_state_of {
-        let k = keys::node_state(nw);
-        if current.contains_key(&k) {
-            annotations.insert(k, None);
-            state_changed = true;
-        }
-    }
-    let labels = delta(
-        &fresh.metadata.labels.clone().unwrap_or_default(),
-        &patch.labels,
-    );
-    let spec = fresh.spec.clone().unwrap_or_default();
-    let taints = new_taints(spec.taints.as_deref().unwrap_or_default(), patch);
-    let unschedulable = patch
-        .unschedulable
-        .filter(|u| *u != spec.unschedulable.unwrap_or(false));
-    if annotations.is_empty() && labels.is_empty() && taints.is_none() && unschedulable.is_none() {
-        return Ok(None);
-    }
-    Ok(Some(BuiltNode {
-        needs_rv: patch.guarded || state_changed || taints.is_some(),
-        annotations,
-        labels,
-        taints,
-        unschedulable,
-        transitions,
-    }))
-}
-
-fn new_taints(current: &[Taint], patch: &NodePatch) -> Option<Vec<Taint>> {
-    if patch.taints_add.is_empty() && patch.taints_remove.is_empty() {
-        return None;
-    }
-    let same = |a: &Taint, b: &Taint| a.key == b.key && a.effect == b.effect;
-    let mut next: Vec<Taint> = current
-        .iter()
-        .filter(|t| !patch.taints_remove.iter().any(|r| same(t, r)))
-        .cloned()
-        .collect();
-    for add in &patch.taints_add {
-        if !next.iter().any(|t| same(t, add)) {
-            next.push(add.clone());
-        }
-    }
-    (next.as_slice() != current).then_some(next)
-}
 
 /// The pod key helper used by the operator model.
 pub fn pod_key(namespace: &str, name: &str) -> String {

@@ -1,0 +1,221 @@
+//! Resolving a [`NodePatch`] against a fresh read of its node (02-lifecycle.md §13.1, §13.4,
+//! §13.5): the guarded node-state merge, annotation and label deltas, taints by (key, effect)
+//! identity and cordon. The shell turns the result into a merge patch; the simulator applies it
+//! to its store.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+use nodewright_crds::{NodeState, PackageStatus, keys};
+
+use super::NodePatch;
+
+/// Why a node patch cannot be applied to a fresh read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NodePatchRefusal {
+    /// A guarded entry is not what the core expected: drop the whole patch and requeue.
+    Mismatch(String),
+    /// The fresh node-state annotation cannot be parsed: fail without writing.
+    Malformed(String),
+}
+
+/// What a node patch changes on one fresh read: only values that differ from it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeDelta {
+    /// Annotations to set (`Some`) or remove (`None`), node-state documents included.
+    pub annotations: BTreeMap<String, Option<String>>,
+    /// Labels to set (`Some`) or remove (`None`).
+    pub labels: BTreeMap<String, Option<String>>,
+    /// The whole new taint list, when it changes.
+    pub taints: Option<Vec<Taint>>,
+    /// New `spec.unschedulable`, when it changes.
+    pub unschedulable: Option<bool>,
+    /// True when the write must carry the fresh read's resourceVersion: the patch is guarded,
+    /// or it writes values computed from the fresh read (a node-state document, the taint list).
+    pub needs_resource_version: bool,
+    /// The entry changes applied, as found on the fresh read.
+    pub entries: Vec<EntryTransition>,
+}
+
+/// One applied node-state entry change: the entry on the fresh read and the entry written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EntryTransition {
+    /// NodeWright whose document holds the entry.
+    pub nodewright: String,
+    /// Node name.
+    pub node: String,
+    /// Entry key `<pkg>|<ver>`.
+    pub key: String,
+    /// Entry on the fresh read.
+    pub from: Option<PackageStatus>,
+    /// Entry written (`None` removes it).
+    pub to: Option<PackageStatus>,
+}
+
+/// Resolves `patch` against `fresh`; `Ok(None)` when nothing would change.
+///
+/// A guarded patch whose entry differs from its `expect` is refused as a whole; an unguarded one
+/// writes its entries regardless. Document removals are sent as is (§13.1 keepState).
+pub fn resolve_node_patch(
+    fresh: &Node,
+    patch: &NodePatch,
+) -> Result<Option<NodeDelta>, NodePatchRefusal> {
+    let current = fresh.metadata.annotations.clone().unwrap_or_default();
+    let mut annotations = delta(&current, &patch.annotations);
+    let (entries, state_changed) = merge_state(&current, patch, &mut annotations)?;
+    let labels = delta(
+        &fresh.metadata.labels.clone().unwrap_or_default(),
+        &patch.labels,
+    );
+    let spec = fresh.spec.clone().unwrap_or_default();
+    let taints = new_taints(spec.taints.as_deref().unwrap_or_default(), patch);
+    let unschedulable = patch
+        .unschedulable
+        .filter(|u| *u != spec.unschedulable.unwrap_or(false));
+    if annotations.is_empty() && labels.is_empty() && taints.is_none() && unschedulable.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(NodeDelta {
+        needs_resource_version: patch.guarded || state_changed || taints.is_some(),
+        annotations,
+        labels,
+        taints,
+        unschedulable,
+        entries,
+    }))
+}
+
+impl NodeDelta {
+    /// The node with this delta applied, as a JSON merge patch of it would leave it.
+    pub fn apply_to(&self, mut node: Node) -> Node {
+        let set = |map: &mut BTreeMap<String, String>, delta: &BTreeMap<String, Option<String>>| {
+            for (k, v) in delta {
+                match v {
+                    Some(v) => drop(map.insert(k.clone(), v.clone())),
+                    None => drop(map.remove(k)),
+                }
+            }
+        };
+        set(
+            node.metadata
+                .annotations
+                .get_or_insert_with(Default::default),
+            &self.annotations,
+        );
+        set(
+            node.metadata.labels.get_or_insert_with(Default::default),
+            &self.labels,
+        );
+        let spec = node.spec.get_or_insert_with(Default::default);
+        if let Some(t) = &self.taints {
+            spec.taints = Some(t.clone());
+        }
+        if let Some(u) = self.unschedulable {
+            spec.unschedulable = Some(u);
+        }
+        node
+    }
+}
+
+/// Annotation or label deltas that differ from the fresh values.
+fn delta(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, Option<String>>,
+) -> BTreeMap<String, Option<String>> {
+    wanted
+        .iter()
+        .filter(|(k, v)| current.get(*k) != v.as_ref())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Applies entry changes and document removals to the fresh annotations; returns the applied
+/// transitions and whether a node-state document changed.
+fn merge_state(
+    current: &BTreeMap<String, String>,
+    patch: &NodePatch,
+    out: &mut BTreeMap<String, Option<String>>,
+) -> Result<(Vec<EntryTransition>, bool), NodePatchRefusal> {
+    let mut docs: BTreeMap<&str, NodeState> = BTreeMap::new();
+    let mut entries = Vec::with_capacity(patch.state.len());
+    for change in &patch.state {
+        let doc = match docs.get_mut(change.nodewright.as_str()) {
+            Some(doc) => doc,
+            None => {
+                let parsed = fresh_document(current, patch, &change.nodewright)?;
+                docs.entry(change.nodewright.as_str()).or_insert(parsed)
+            }
+        };
+        let from = doc.0.get(&change.key).cloned();
+        if patch.guarded && from != change.expect {
+            return Err(NodePatchRefusal::Mismatch(format!(
+                "node {} entry {} of {} changed since the snapshot",
+                patch.node, change.key, change.nodewright
+            )));
+        }
+        match &change.set {
+            Some(entry) => drop(doc.0.insert(change.key.clone(), entry.clone())),
+            None => drop(doc.0.remove(&change.key)),
+        }
+        entries.push(EntryTransition {
+            nodewright: change.nodewright.clone(),
+            node: patch.node.clone(),
+            key: change.key.clone(),
+            from,
+            to: change.set.clone(),
+        });
+    }
+    let mut changed = false;
+    for (nw, doc) in docs {
+        let key = keys::node_state(nw);
+        let text = doc.to_annotation();
+        if current.get(&key) != Some(&text) {
+            out.insert(key, Some(text));
+            changed = true;
+        }
+    }
+    for nw in &patch.remove_state_of {
+        let key = keys::node_state(nw);
+        if current.contains_key(&key) {
+            out.insert(key, None);
+            changed = true;
+        }
+    }
+    Ok((entries, changed))
+}
+
+/// The node-state document of `nodewright` on the fresh read (absent → empty).
+fn fresh_document(
+    current: &BTreeMap<String, String>,
+    patch: &NodePatch,
+    nodewright: &str,
+) -> Result<NodeState, NodePatchRefusal> {
+    match current.get(&keys::node_state(nodewright)) {
+        None => Ok(NodeState::default()),
+        Some(text) => NodeState::parse(text).map_err(|e| {
+            NodePatchRefusal::Malformed(format!(
+                "node {} nodeState_{}: {e}",
+                patch.node, nodewright
+            ))
+        }),
+    }
+}
+
+/// The new taint list when it changes: removals and additions by (key, effect) identity (D14).
+fn new_taints(current: &[Taint], patch: &NodePatch) -> Option<Vec<Taint>> {
+    if patch.taints_add.is_empty() && patch.taints_remove.is_empty() {
+        return None;
+    }
+    let same = |a: &Taint, b: &Taint| a.key == b.key && a.effect == b.effect;
+    let mut next: Vec<Taint> = current
+        .iter()
+        .filter(|t| !patch.taints_remove.iter().any(|r| same(t, r)))
+        .cloned()
+        .collect();
+    for add in &patch.taints_add {
+        if !next.iter().any(|t| same(t, add)) {
+            next.push(add.clone());
+        }
+    }
+    (next.as_slice() != current).then_some(next)
+}

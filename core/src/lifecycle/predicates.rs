@@ -142,6 +142,18 @@ pub fn in_cycle(state: &NodeState, pkg: &Package) -> bool {
     entry_of(state, &pkg.name, &pkg.version).is_some_and(|e| e.stage.in_uninstall_cycle())
 }
 
+/// True when some spec package's entry is in the uninstall cycle (D7 for any package).
+/// Entries are keyed by `name|version`, so scanning the few cycling entries finds the same
+/// (package, entry) pairs as looking up every package.
+pub fn any_in_cycle(state: &NodeState, packages: &BTreeMap<String, Package>) -> bool {
+    state.0.values().any(|e| {
+        e.stage.in_uninstall_cycle()
+            && packages
+                .values()
+                .any(|p| p.name == e.name && p.version == e.version)
+    })
+}
+
 /// D8 Requested(NW, p).
 pub fn uninstall_requested(pkg: &Package, deleting: bool) -> bool {
     pkg.is_uninstalling() || (deleting && pkg.uninstall_enabled())

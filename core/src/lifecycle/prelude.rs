@@ -28,9 +28,12 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
         let Some(doc) = ctx.doc(v, node) else {
             continue;
         };
-        for p in v.packages.values() {
-            if let Some(e) = super::predicates::entry_of(doc, &p.name, &p.version)
-                && e.stage.in_uninstall_cycle()
+        // Entries are keyed by name|version, so each spec package has at most one entry:
+        // scanning the (rarely cycling) entries finds the same pairs as looking up each package.
+        for e in doc.0.values().filter(|e| e.stage.in_uninstall_cycle()) {
+            if v.packages
+                .values()
+                .any(|p| p.name == e.name && p.version == e.version)
             {
                 in_cycle_any = true;
                 failing |= e.state == Some(State::Erroring);
@@ -261,7 +264,8 @@ fn dependency_blocked(ctx: &Ctx, v: &NwView) -> Option<String> {
     let all_readable = v.unreadable().is_empty();
     let mut messages = BTreeSet::new();
     for b in v.packages.values() {
-        if b.is_uninstalling() {
+        // Only a dependency in the spec can block: skip the fleet scan when there is none.
+        if b.is_uninstalling() || !b.depends_on.keys().any(|d| v.packages.contains_key(d)) {
             continue;
         }
         let complete_everywhere = v.nodes.iter().all(|n| {
@@ -399,19 +403,26 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
         })
         .collect();
     let mut views_now = rollout_seam::node_views(ctx, v, None);
-    let probe: std::collections::BTreeMap<&str, usize> = views_now
+    // node_views keeps v.nodes' order and skips only nodes missing from the snapshot, so the
+    // view of the i-th present node is views_now[i] (names are unique).
+    let mut present = 0;
+    let probe: Vec<Option<usize>> = v
+        .nodes
         .iter()
-        .enumerate()
-        .map(|(i, p)| (p.name.as_str(), i))
+        .map(|n| {
+            ctx.node(n).map(|_| {
+                present += 1;
+                present - 1
+            })
+        })
         .collect();
     let tolerations = crate::rollout::selection_tolerations(
         v.nw,
         &rollout_seam::runtime_required_taints(ctx.opts),
     );
     for (i, name) in v.nodes.iter().enumerate() {
-        let ineligible = probe
-            .get(name.as_str())
-            .is_some_and(|&i| crate::rollout::ineligibility(&views_now[i], &tolerations).is_some());
+        let ineligible = probe[i]
+            .is_some_and(|j| crate::rollout::ineligibility(&views_now[j], &tolerations).is_some());
         facts.push(NodeFacts {
             current: prior_statuses[i],
             complete: ctx.node_complete(v, name),

@@ -88,12 +88,15 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
         let doc = ctx
             .doc(v, node)
             .ok_or_else(|| format!("nodeState on node {node} cannot be parsed"))?;
-        work |= v.packages.values().any(|p| {
-            in_cycle(doc, p)
-                || (v.deleting
-                    && p.uninstall_enabled()
-                    && super::predicates::entry_of(doc, &p.name, &p.version).is_some())
-        });
+        if work {
+            continue; // only readability still matters
+        }
+        work = pr::any_in_cycle(doc, &v.packages)
+            || (v.deleting
+                && v.packages.values().any(|p| {
+                    p.uninstall_enabled()
+                        && super::predicates::entry_of(doc, &p.name, &p.version).is_some()
+                }));
     }
     Ok(work)
 }

@@ -10,8 +10,10 @@ use serde::{Deserialize, Serialize};
 
 mod describe;
 mod node_patch;
+mod precondition;
 
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
+pub use precondition::FreshReadPrecondition;
 
 /// One intended write. Effects in a plan are ordered; a failed effect makes the shell drop the
 /// effects after it that `depends_on_previous` and requeue.

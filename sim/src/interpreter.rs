@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-use nodewright_core::effect::{NodePatchRefusal, resolve_node_patch};
+use nodewright_core::effect::{FreshReadPrecondition, NodePatchRefusal, resolve_node_patch};
 use nodewright_core::{Effect, NodePatch, Snapshot};
 use nodewright_crds::{NodeWright, keys};
 use serde::{Deserialize, Serialize};
@@ -172,7 +172,7 @@ impl Interpreter<'_> {
     pub fn apply_one(&mut self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
         let ns = self.config.namespace.clone();
         match effect {
-            Effect::CreateJob { job, .. } => self.create_job(job),
+            Effect::CreateJob { job, .. } => self.create_job(job, effect.fresh_read_precondition()),
             Effect::DeleteJob { .. } if self.config.deny_job_deletes => {
                 Outcome::Failed("admission webhook denied the request".into())
             }
@@ -276,40 +276,33 @@ impl Interpreter<'_> {
         }
     }
 
-    /// Models the shell's fresh-read precondition on interrupt Jobs: the live store, not the
-    /// (possibly stale) snapshot, must show no unfinished Job on the node.
-    fn interrupt_blocker(&self, job: &Job) -> Option<String> {
-        let labels = job.metadata.labels.as_ref()?;
-        if labels
-            .get(nodewright_crds::keys::LABEL_INTERRUPT)
-            .map(String::as_str)
-            != Some("True")
-        {
-            return None;
-        }
-        let node = labels.get(nodewright_crds::keys::LABEL_NODE)?;
-        self.world.store.objects.jobs.values().find_map(|other| {
-            let same_node = other
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(nodewright_crds::keys::LABEL_NODE))
-                == Some(node);
-            let unfinished = !crate::world::jobctl::job_finished(other);
-            (same_node && unfinished && other.metadata.name != job.metadata.name)
-                .then(|| other.metadata.name.clone().unwrap_or_default())
-        })
+    /// Models the shell's fresh-read precondition (B6 for interrupt Jobs): the live store, not
+    /// the (possibly stale) snapshot, must not block the create.
+    fn fresh_read_blocker(
+        &self,
+        job: &Job,
+        precondition: &FreshReadPrecondition,
+    ) -> Option<String> {
+        let selected = self
+            .world
+            .store
+            .objects
+            .jobs
+            .values()
+            .filter(|other| precondition.selects(other));
+        let busy = precondition.blocker(job, selected)?;
+        Some(precondition.refusal(busy))
     }
 
-    fn create_job(&mut self, job: &Job) -> Outcome {
+    fn create_job(&mut self, job: &Job, precondition: Option<FreshReadPrecondition>) -> Outcome {
         let mut job = job.clone();
         if job.metadata.namespace.is_none() {
             job.metadata.namespace = Some(self.config.namespace.clone());
         }
-        if let Some(busy) = self.interrupt_blocker(&job) {
-            return Outcome::Dropped(format!(
-                "node busy with unfinished job {busy} (fresh read, B6)"
-            ));
+        if let Some(pre) = precondition
+            && let Some(why) = self.fresh_read_blocker(&job, &pre)
+        {
+            return Outcome::Dropped(why);
         }
         match self.world.store.create(job) {
             Ok(created) => {

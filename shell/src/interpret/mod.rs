@@ -210,7 +210,9 @@ impl Interpreter {
     /// Applies one effect with its precondition.
     pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
         match effect {
-            Effect::CreateJob { job, .. } => self.create_job(job).await,
+            Effect::CreateJob { job, .. } => {
+                self.create_job(job, effect.fresh_read_precondition()).await
+            }
             Effect::DeleteJob {
                 name, uid, reason, ..
             } => self.delete_job(name, uid, *reason).await,

@@ -6,7 +6,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use nodewright_core::DeletionReason;
-use nodewright_crds::keys;
+use nodewright_core::effect::FreshReadPrecondition;
 use serde_json::{Map, Value, json};
 use tracing::info;
 
@@ -23,18 +23,6 @@ fn guarded_delete(uid: &str) -> DeleteParams {
     })
 }
 
-/// True when the Job has a `Complete` or `Failed` condition with status `True`.
-fn job_finished(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conditions| {
-            conditions
-                .iter()
-                .any(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        })
-}
-
 /// Maps the answer of a guarded delete to an outcome.
 fn delete_outcome<T>(result: Result<T, kube::Error>) -> Outcome {
     match result {
@@ -46,12 +34,18 @@ fn delete_outcome<T>(result: Result<T, kube::Error>) -> Outcome {
 }
 
 impl Interpreter {
-    pub(super) async fn create_job(&self, job: &Job) -> Outcome {
+    pub(super) async fn create_job(
+        &self,
+        job: &Job,
+        precondition: Option<FreshReadPrecondition>,
+    ) -> Outcome {
         let api: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
         let mut job = job.clone();
         job.metadata.namespace = Some(self.namespace.clone());
-        if let Some(blocker) = self.interrupt_blocker(&api, &job).await {
-            return blocker;
+        if let Some(pre) = precondition
+            && let Some(blocked) = self.fresh_read_blocker(&api, &job, &pre).await
+        {
+            return blocked;
         }
         match api.create(&PostParams::default(), &job).await {
             Ok(created) => {
@@ -68,24 +62,19 @@ impl Interpreter {
 
     /// B6 against a fresh read: an interrupt Job is created only when the apiserver (not the
     /// possibly lagging cache the plan was made from) shows no unfinished Job on its node.
-    async fn interrupt_blocker(&self, api: &Api<Job>, job: &Job) -> Option<Outcome> {
-        let labels = job.metadata.labels.as_ref()?;
-        if labels.get(keys::LABEL_INTERRUPT).map(String::as_str) != Some("True") {
-            return None;
-        }
-        let node = labels.get(keys::LABEL_NODE)?;
-        let selector = format!("{}={node}", keys::LABEL_NODE);
+    async fn fresh_read_blocker(
+        &self,
+        api: &Api<Job>,
+        job: &Job,
+        precondition: &FreshReadPrecondition,
+    ) -> Option<Outcome> {
+        let selector = precondition.label_selector();
         let jobs = match api.list(&ListParams::default().labels(&selector)).await {
             Ok(list) => list.items,
             Err(e) => return Some(Outcome::Failed(e.into())),
         };
-        let busy = jobs
-            .iter()
-            .find(|other| other.metadata.name != job.metadata.name && !job_finished(other))?;
-        Some(Outcome::Dropped(format!(
-            "node {node} still runs unfinished job {} (fresh read; interrupt waits, B6)",
-            busy.metadata.name.as_deref().unwrap_or_default()
-        )))
+        let busy = precondition.blocker(job, &jobs)?;
+        Some(Outcome::Dropped(precondition.refusal(busy)))
     }
 
     pub(super) async fn delete_job(

@@ -52,7 +52,15 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     }
     plan.effects.append(&mut ctx.work.node_conditions);
     for v in views {
-        if let Some(status) = ctx.work.changed_status(&v.name, &v.status) {
+        // NodeWright names are unique in a cluster; should one repeat, keep its edits for the
+        // other view of the same name.
+        let sole_of_name = !views
+            .iter()
+            .any(|w| w.name == v.name && !std::ptr::eq(w, v));
+        if let Some(status) = ctx
+            .work
+            .take_changed_status(&v.name, &v.status, sole_of_name)
+        {
             plan.effects.push(Effect::PatchStatus {
                 nodewright: v.name.clone(),
                 status: Box::new(status),

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use nodewright_crds::{NodeState, NodeWrightStatus};
 
 /// Edits of one NodeWright's mirror on top of the snapshot's.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct MirrorEdits {
     /// Entries set (replacing the snapshot's).
     set: BTreeMap<String, NodeState>,
@@ -61,14 +61,17 @@ impl MirrorEdits {
             || self.removed.iter().any(|n| snapshot.contains_key(n))
     }
 
-    /// The full edited mirror.
-    pub fn apply(&self, snapshot: &BTreeMap<String, NodeState>) -> BTreeMap<String, NodeState> {
+    /// The full edited mirror (the edits are moved into it, the rest cloned from `snapshot`).
+    pub fn into_applied(
+        self,
+        snapshot: &BTreeMap<String, NodeState>,
+    ) -> BTreeMap<String, NodeState> {
         let mut out: BTreeMap<String, NodeState> = snapshot
             .iter()
             .filter(|(n, _)| !self.removed.contains(*n) && !self.set.contains_key(*n))
             .map(|(n, d)| (n.clone(), d.clone()))
             .collect();
-        out.extend(self.set.iter().map(|(n, d)| (n.clone(), d.clone())));
+        out.extend(self.set);
         out
     }
 }

@@ -203,22 +203,30 @@ impl Work {
     }
 
     /// The full working status of a NodeWright (mirror included) when it differs from
-    /// `snapshot`; `None` when the pass changed nothing in it.
-    pub fn changed_status(
-        &self,
+    /// `snapshot`; `None` when the pass changed nothing in it. With `consume` the mirror edits
+    /// are moved out (the last use of them), else copied.
+    pub fn take_changed_status(
+        &mut self,
         nw: &str,
         snapshot: &NodeWrightStatus,
+        consume: bool,
     ) -> Option<NodeWrightStatus> {
+        let edits = if consume {
+            self.mirrors.remove(nw)
+        } else {
+            self.mirrors.get(nw).cloned()
+        };
         let working = self.statuses.get(nw);
-        let edits = self.mirrors.get(nw);
         let light_same = working.is_none_or(|w| eq_without_mirror(w, snapshot));
-        let mirror_same = edits.is_none_or(|e| !e.changed(&snapshot.node_state));
+        let mirror_same = edits
+            .as_ref()
+            .is_none_or(|e| !e.changed(&snapshot.node_state));
         if light_same && mirror_same {
             return None;
         }
         let mut full = clone_without_mirror(working.unwrap_or(snapshot));
         full.node_state = match edits {
-            Some(e) => e.apply(&snapshot.node_state),
+            Some(e) => e.into_applied(&snapshot.node_state),
             None => snapshot.node_state.clone(),
         };
         Some(full)

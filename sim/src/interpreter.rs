@@ -104,11 +104,21 @@ pub struct Interpreter<'a> {
 }
 
 /// Which later effects a failure blocks (same rule as the shell).
-#[derive(Default)]
 pub struct Scope {
     failed_nodes: BTreeSet<String>,
     failed_nodewrights: BTreeSet<String>,
     previous_happened: bool,
+}
+
+impl Default for Scope {
+    /// Nothing failed yet; an Event at the very start of a plan is emitted (as in the shell).
+    fn default() -> Self {
+        Scope {
+            failed_nodes: BTreeSet::new(),
+            failed_nodewrights: BTreeSet::new(),
+            previous_happened: true,
+        }
+    }
 }
 
 impl Scope {
@@ -122,7 +132,7 @@ impl Scope {
         {
             return true;
         }
-        scope_node(effect).is_some_and(|n| self.failed_nodes.contains(n))
+        effect.node().is_some_and(|n| self.failed_nodes.contains(n))
     }
 
     /// Records how `effect` ended.
@@ -135,7 +145,7 @@ impl Scope {
         if happened {
             return;
         }
-        if let Some(node) = scope_node(effect) {
+        if let Some(node) = effect.node() {
             self.failed_nodes.insert(node.to_string());
             if let Some(nw) = &effect.context().nodewright {
                 self.failed_nodewrights.insert(nw.clone());
@@ -146,16 +156,6 @@ impl Scope {
                 self.failed_nodewrights.insert(change.nodewright.clone());
             }
         }
-    }
-}
-
-/// The node whose failed writes block `effect` in the model: [`Effect::node`], except that
-/// node-metadata ConfigMap upserts are not (yet) modelled in their node's lane as the shell has
-/// run them since 7d0d957; aligning that changes the fault-stale-cache-conflicts run.
-fn scope_node(effect: &Effect) -> Option<&str> {
-    match effect {
-        Effect::UpsertConfigMap { .. } => None,
-        other => other.node(),
     }
 }
 

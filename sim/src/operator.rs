@@ -20,9 +20,18 @@ use crate::world::World;
 /// A reconcile function: the real core by default.
 pub type ReconcileFn = Arc<dyn Fn(&Snapshot, &Options, Timestamp) -> Plan + Send + Sync>;
 
-/// The real core.
+/// The real core, planning like the shell does: with a memo of parsed node-state documents
+/// kept between passes (`reconcile_with`; a pure memo, so plans equal `reconcile`'s).
 pub fn real_core() -> ReconcileFn {
-    Arc::new(nodewright_core::reconcile)
+    let memo = std::sync::Mutex::new(nodewright_core::NodeStateCache::new());
+    Arc::new(
+        move |snapshot: &Snapshot, options: &Options, now: Timestamp| {
+            // A poisoned lock means a panicking pass; `update` rebuilds the memo from the snapshot.
+            let mut memo = memo.lock().unwrap_or_else(|p| p.into_inner());
+            memo.update(&snapshot.nodes);
+            nodewright_core::reconcile_with(snapshot, options, now, &memo)
+        },
+    )
 }
 
 /// Faults the operator and its connection to the apiserver suffer; all off by default.

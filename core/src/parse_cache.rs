@@ -7,9 +7,10 @@
 //! an empty or stale cache plans exactly the same as one with a fresh cache; only its speed
 //! differs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use indexmap::IndexMap;
 use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::NodeState;
 
@@ -87,6 +88,48 @@ impl NodeStateCache {
     fn lookup(&self, node: &str, key: &str, text: &str) -> Option<&Arc<NodeState>> {
         let parsed = self.docs.get(node)?.get(key)?;
         (parsed.text == text).then_some(&parsed.doc)
+    }
+}
+
+/// Node-state documents parsed by one pass: once per distinct annotation text that the
+/// [`NodeStateCache`] did not answer (most nodes of a fleet carry identical documents).
+pub(crate) struct PassDocs<'a> {
+    by_text: IndexMap<&'a str, Result<NodeState, String>>,
+}
+
+impl<'a> PassDocs<'a> {
+    /// Parses the node-state annotations of the NodeWrights named `nodewrights` on `nodes`
+    /// that `cache` does not hold.
+    pub(crate) fn build(
+        nodes: &'a [Node],
+        nodewrights: &[nodewright_crds::NodeWright],
+        cache: &NodeStateCache,
+    ) -> Self {
+        let keys: BTreeSet<String> = nodewrights
+            .iter()
+            .filter_map(|nw| nw.metadata.name.as_deref())
+            .map(nodewright_crds::keys::node_state)
+            .collect();
+        let mut by_text: IndexMap<&'a str, Result<NodeState, String>> = IndexMap::new();
+        for node in nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            for (key, text) in node.metadata.annotations.iter().flatten() {
+                if !keys.contains(key)
+                    || by_text.contains_key(text.as_str())
+                    || cache.get(name, key, text).is_some()
+                {
+                    continue;
+                }
+                let doc = NodeState::parse(text).map_err(|e| e.to_string());
+                by_text.insert(text.as_str(), doc);
+            }
+        }
+        PassDocs { by_text }
+    }
+
+    /// The result of parsing `text`, when this pass parsed it.
+    pub(crate) fn get(&self, text: &str) -> Option<&Result<NodeState, String>> {
+        self.by_text.get(text)
     }
 }
 

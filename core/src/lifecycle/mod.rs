@@ -30,6 +30,7 @@ use jiff::Timestamp;
 
 use self::ctx::Ctx;
 use self::view::NwView;
+use crate::parse_cache::PassDocs;
 use crate::{NodeStateCache, Options, Plan, Snapshot};
 
 /// Plans one pass over the whole snapshot. Pure and deterministic: the same snapshot, options
@@ -46,8 +47,9 @@ pub fn reconcile_with(
     now: Timestamp,
     cache: &NodeStateCache,
 ) -> Plan {
+    let pass = PassDocs::build(&snapshot.nodes, &snapshot.nodewrights, cache);
     let mut ctx = Ctx::new(snapshot, options, now);
-    let views = build_views(&mut ctx, cache);
+    let views = build_views(&mut ctx, cache, &pass);
     if views.is_empty() && snapshot.nodewrights.is_empty() {
         return Plan::default();
     }
@@ -57,7 +59,11 @@ pub fn reconcile_with(
 
 /// R2: one view per NodeWright, sorted by (priority, name); a NodeWright whose view cannot be
 /// built (invalid selector) is reported and left alone.
-fn build_views<'a>(ctx: &mut Ctx<'a>, cache: &'a NodeStateCache) -> Vec<NwView<'a>> {
+fn build_views<'a>(
+    ctx: &mut Ctx<'a>,
+    cache: &'a NodeStateCache,
+    pass: &'a PassDocs<'a>,
+) -> Vec<NwView<'a>> {
     let mut nodes: Vec<_> = ctx.nodes.values().copied().collect();
     nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut nws: Vec<_> = ctx.snap.nodewrights.iter().collect();
@@ -66,7 +72,7 @@ fn build_views<'a>(ctx: &mut Ctx<'a>, cache: &'a NodeStateCache) -> Vec<NwView<'
     });
     let mut views = Vec::new();
     for nw in nws {
-        match NwView::build(nw, &nodes, &ctx.snap.policies, cache) {
+        match NwView::build(nw, &nodes, &ctx.snap.policies, cache, pass) {
             Ok(view) => {
                 let key = nodewright_crds::keys::node_status(&view.name);
                 ctx.work.status_keys.insert(view.name.clone(), key);

@@ -11,6 +11,7 @@ use nodewright_crds::{
 
 use super::dag::{Dag, DagError};
 use crate::NodeStateCache;
+use crate::parse_cache::PassDocs;
 
 /// One NodeWright as the pass sees it.
 #[derive(Debug)]
@@ -50,6 +51,7 @@ impl<'a> NwView<'a> {
         nodes: &[&'a Node],
         policies: &'a [DeploymentPolicy],
         cache: &'a NodeStateCache,
+        pass: &'a PassDocs<'a>,
     ) -> Result<Self, String> {
         let name = nw.metadata.name.clone().unwrap_or_default();
         let mut spec = nw.spec.clone();
@@ -77,9 +79,13 @@ impl<'a> NwView<'a> {
                     None => Ok(Cow::Owned(NodeState::default())),
                     Some(text) => match cache.get(&name, &state_key, text) {
                         Some(doc) => Ok(Cow::Borrowed(doc)),
-                        None => NodeState::parse(text)
-                            .map(Cow::Owned)
-                            .map_err(|e| e.to_string()),
+                        None => match pass.get(text) {
+                            Some(Ok(doc)) => Ok(Cow::Borrowed(doc)),
+                            Some(Err(e)) => Err(e.clone()),
+                            None => NodeState::parse(text)
+                                .map(Cow::Owned)
+                                .map_err(|e| e.to_string()),
+                        },
                     },
                 };
                 (name, doc)

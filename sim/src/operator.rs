@@ -218,8 +218,11 @@ impl Operator {
                 self.dropped_since_relist = true;
                 continue;
             }
-            self.inflight
-                .push((event.at + self.faults.cache_lag.0, index));
+            // A watch delivers in order: when the lag shrinks, a new event still waits for the
+            // ones queued before it.
+            let queued = self.inflight.last().map_or(0, |(t, _)| *t);
+            let due = (event.at + self.faults.cache_lag.0).max(queued);
+            self.inflight.push((due, index));
         }
         self.cursor = log.len();
         self.inflight.sort();

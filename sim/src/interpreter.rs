@@ -101,6 +101,9 @@ pub struct Interpreter<'a> {
     pub written: Vec<Written>,
     /// Events emitted.
     pub events: Vec<nodewright_core::EventSpec>,
+    /// Per NodeWright, the version our own finalizer write made of the snapshot's (`from` → `to`,
+    /// same status); a status patch computed from `from` expects `to` (as in the shell).
+    pub finalizer_chain: &'a mut BTreeMap<String, (String, String)>,
 }
 
 /// Which later effects a failure blocks (same rule as the shell).
@@ -454,23 +457,32 @@ impl Interpreter<'_> {
         let seen = snapshot
             .nodewrights
             .iter()
-            .find(|nw| nw.metadata.name.as_deref() == Some(name))
-            .and_then(|nw| nw.status.clone());
-        let from = serde_json::to_value(&seen).unwrap_or_default();
+            .find(|nw| nw.metadata.name.as_deref() == Some(name));
+        let from = serde_json::to_value(seen.and_then(|nw| nw.status.as_ref())).unwrap_or_default();
         let to = serde_json::to_value(Some(status)).unwrap_or_default();
         let Some(patch) = crate::merge::diff(&from, &to) else {
             return Outcome::Noop;
         };
-        let result = self.world.store.modify::<NodeWright>(None, name, |nw| {
-            let mut current = serde_json::to_value(&nw.status).unwrap_or_default();
-            crate::merge::apply(&mut current, &patch);
-            if let Ok(next) = serde_json::from_value(current) {
-                nw.status = next;
-            }
-        });
-        match result {
+        // §13.7 as the shell does it: the patch expects the snapshot's version (or the version our
+        // own finalizer write made of it); a status computed from a stale cache is dropped.
+        let expected = seen
+            .and_then(|nw| nw.metadata.resource_version.clone())
+            .map(|rv| match self.finalizer_chain.get(name) {
+                Some((from, to)) if *from == rv => to.clone(),
+                _ => rv,
+            });
+        let Some(mut current) = self.world.store.get::<NodeWright>(None, name).cloned() else {
+            return Outcome::Noop;
+        };
+        let mut value = serde_json::to_value(&current.status).unwrap_or_default();
+        crate::merge::apply(&mut value, &patch);
+        if let Ok(next) = serde_json::from_value(value) {
+            current.status = next;
+        }
+        match self.world.store.update(current, expected.as_deref()) {
             Ok(_) => Outcome::Applied,
-            Err(_) => Outcome::Noop,
+            Err(ApiError::NotFound) => Outcome::Noop,
+            Err(e) => Outcome::Dropped(format!("status of {name}: {e:?}")),
         }
     }
 
@@ -516,7 +528,18 @@ impl Interpreter<'_> {
                 finalizers.retain(|f| f != keys::FINALIZER);
             }
             match self.world.store.update(current, rv.as_deref()) {
-                Ok(_) => return Outcome::Applied,
+                Ok(written) => {
+                    match (attempt == 0).then_some(rv).flatten() {
+                        Some(from) => {
+                            let to = written.metadata.resource_version.unwrap_or_default();
+                            self.finalizer_chain.insert(name.to_string(), (from, to));
+                        }
+                        None => {
+                            self.finalizer_chain.remove(name);
+                        }
+                    }
+                    return Outcome::Applied;
+                }
                 Err(ApiError::NotFound) => return Outcome::Noop,
                 Err(_) => continue,
             }

@@ -95,6 +95,7 @@ pub struct Operator {
     zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
     rng: Rng,
     snapshot: Option<Snapshot>,
+    finalizer_chain: BTreeMap<String, (String, String)>,
 }
 
 impl Operator {
@@ -121,6 +122,7 @@ impl Operator {
             zombie: None,
             rng: Rng::new(seed ^ 0x0b5e_55ed),
             snapshot: None,
+            finalizer_chain: BTreeMap::new(),
         }
     }
 
@@ -343,6 +345,7 @@ impl Operator {
             rng: &mut self.rng,
             written: Vec::new(),
             events: Vec::new(),
+            finalizer_chain: &mut self.finalizer_chain,
         };
         for (index, effect) in effects.iter().enumerate() {
             if limit.is_some_and(|k| index >= k) {

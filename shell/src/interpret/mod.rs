@@ -12,6 +12,7 @@ mod nodewright;
 mod objects;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -107,6 +108,10 @@ pub struct Interpreter {
     pub(crate) node_cache: Option<Store<Node>>,
     pub(crate) conflict_attempts: u32,
     pub(crate) retry_backoff: Duration,
+    /// Per NodeWright, the resourceVersion our own finalizer write turned the snapshot's version
+    /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
+    /// `from` may expect `to` (§13.7, status precondition).
+    pub(crate) finalizer_chain: Arc<std::sync::Mutex<BTreeMap<String, (String, String)>>>,
 }
 
 impl Interpreter {
@@ -119,6 +124,7 @@ impl Interpreter {
             node_cache: None,
             conflict_attempts: 5,
             retry_backoff: Duration::from_millis(20),
+            finalizer_chain: Default::default(),
         }
     }
 

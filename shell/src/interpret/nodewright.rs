@@ -16,16 +16,22 @@ impl Interpreter {
         name: &str,
         status: &NodeWrightStatus,
     ) -> Outcome {
-        let current = snapshot
+        let seen = snapshot
             .nodewrights
             .iter()
-            .find(|nw| nw.metadata.name.as_deref() == Some(name))
-            .and_then(|nw| nw.status.clone());
-        let body = match status_patch(current.as_ref(), status) {
+            .find(|nw| nw.metadata.name.as_deref() == Some(name));
+        let current = seen.and_then(|nw| nw.status.as_ref());
+        let mut body = match status_patch(current, status) {
             Ok(Some(body)) => body,
             Ok(None) => return Outcome::Noop,
             Err(e) => return Outcome::Failed(e.into()),
         };
+        let expected = seen
+            .and_then(|nw| nw.metadata.resource_version.clone())
+            .map(|rv| self.chained_version(name, rv));
+        if let Some(rv) = &expected {
+            body["metadata"] = json!({ "resourceVersion": rv });
+        }
         let api: Api<NodeWright> = Api::all(self.client.clone());
         match api
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
@@ -33,7 +39,39 @@ impl Interpreter {
         {
             Ok(_) => Outcome::Applied,
             Err(e) if is_not_found(&e) => Outcome::Noop,
+            Err(e) if is_conflict(&e) => Outcome::Dropped(format!(
+                "NodeWright {name} changed since the snapshot (resourceVersion {}); the next pass recomputes its status",
+                expected.unwrap_or_default()
+            )),
             Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    /// The version a status patch computed from snapshot version `rv` must expect: `rv`, or the
+    /// version our own finalizer write made of it (same status, metadata only).
+    fn chained_version(&self, name: &str, rv: String) -> String {
+        let chain = self
+            .finalizer_chain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match chain.get(name) {
+            Some((from, to)) if *from == rv => to.clone(),
+            _ => rv,
+        }
+    }
+
+    fn record_finalizer_write(&self, name: &str, from: Option<String>, to: Option<String>) {
+        let mut chain = self
+            .finalizer_chain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match (from, to) {
+            (Some(from), Some(to)) => {
+                chain.insert(name.to_string(), (from, to));
+            }
+            _ => {
+                chain.remove(name);
+            }
         }
     }
 
@@ -70,7 +108,14 @@ impl Interpreter {
                 .patch(name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
             {
-                Ok(_) => return Outcome::Applied,
+                Ok(written) => {
+                    // Only a first-attempt write starts from the snapshot's version.
+                    let from = (attempt == 0)
+                        .then(|| nw.metadata.resource_version.clone())
+                        .flatten();
+                    self.record_finalizer_write(name, from, written.metadata.resource_version);
+                    return Outcome::Applied;
+                }
                 Err(e) if is_not_found(&e) => return Outcome::Noop,
                 Err(e) if is_conflict(&e) => continue,
                 Err(e) => return Outcome::Failed(e.into()),

@@ -971,8 +971,76 @@ async fn r13_7_status_merge_patch_of_changed_fields_only() {
     let seen = task.await.unwrap();
     assert_eq!(
         seen[0].body,
-        json!({"status": {"completeNodes": "1/1", "nodesInProgress": null}})
+        json!({
+            "metadata": {"resourceVersion": "1"},
+            "status": {"completeNodes": "1/1", "nodesInProgress": null}
+        })
     );
+}
+
+fn changed_status(snapshot_rv: &str) -> (Snapshot, Effect) {
+    let snapshot = Snapshot {
+        nodewrights: vec![nodewright(snapshot_rv, &[], None)],
+        ..Snapshot::default()
+    };
+    let effect = Effect::PatchStatus {
+        nodewright: "nw".into(),
+        status: Box::new(NodeWrightStatus {
+            package_list: "a:1".into(),
+            ..NodeWrightStatus::default()
+        }),
+    };
+    (snapshot, effect)
+}
+
+#[tokio::test]
+async fn r13_7_status_computed_from_a_stale_snapshot_is_dropped_on_conflict() {
+    let (snapshot, effect) = changed_status("1");
+    let (client, task) = fake(vec![expect(
+        "PATCH",
+        "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+        409,
+        status(409, "Conflict"),
+    )]);
+    let out = interpreter(client).apply_one(&snapshot, &effect).await;
+    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
+    let seen = task.await.unwrap();
+    assert_eq!(seen.len(), 1, "no retry: the next pass recomputes");
+    assert_eq!(seen[0].body["metadata"], json!({"resourceVersion": "1"}));
+}
+
+#[tokio::test]
+async fn r13_7_status_after_our_finalizer_write_expects_its_version() {
+    let (snapshot, status_effect) = changed_status("1");
+    let written =
+        serde_json::to_value(nodewright("2", &[keys::FINALIZER], None)).unwrap_or_default();
+    let (client, task) = fake(vec![
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw",
+            200,
+            written.clone(),
+        ),
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            written,
+        ),
+    ]);
+    let interpreter = interpreter(client);
+    let add = Effect::AddFinalizer {
+        nodewright: "nw".into(),
+        uid: "nwu".into(),
+    };
+    assert!(matches!(
+        interpreter.apply_one(&snapshot, &add).await,
+        Outcome::Applied
+    ));
+    let out = interpreter.apply_one(&snapshot, &status_effect).await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    let seen = task.await.unwrap();
+    assert_eq!(seen[1].body["metadata"], json!({"resourceVersion": "2"}));
 }
 
 #[tokio::test]

@@ -344,13 +344,9 @@ impl Checker {
                         .and_then(|p| p.spec.as_ref()?.node_name.clone())
                         .or_else(|| context.node.clone())
                         .unwrap_or_default();
-                    let cordoned = snapshot
-                        .nodes
-                        .iter()
-                        .find(|n| n.metadata.name.as_deref() == Some(&node))
-                        .is_some_and(|n| {
-                            facts::unschedulable(n) && facts::holds_operator_cordon(n)
-                        });
+                    let cordoned = node_in(snapshot, &node).is_some_and(|n| {
+                        facts::unschedulable(n) && facts::holds_operator_cordon(n)
+                    });
                     if !cordoned {
                         self.report(
                             at,
@@ -438,18 +434,7 @@ impl Checker {
         if stage.in_uninstall_cycle() {
             return;
         }
-        let Some(pkg) = nw
-            .spec
-            .packages
-            .values()
-            .find(|p| p.name == f.package || p.name.is_empty())
-        else {
-            return;
-        };
-        let Some(node) = snapshot
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(&f.node))
+        let (Some(pkg), Some(node)) = (spec_package(nw, &f.package), node_in(snapshot, &f.node))
         else {
             return;
         };
@@ -489,23 +474,14 @@ impl Checker {
             .as_ref()
             .map(|s| s.config_updates.clone())
             .unwrap_or_default();
-        let Some((_, pkg)) = nw
-            .spec
-            .packages
-            .iter()
-            .find(|(key, p)| package_name(key, p) == f.package)
-        else {
+        let Some(pkg) = spec_package(nw, &f.package) else {
             return;
         };
         if !nodewright_core::lifecycle::predicates::has_interrupt(pkg, &updates) {
             return;
         }
         let nw_name = nw.metadata.name.clone().unwrap_or_default();
-        let Some(node) = snapshot
-            .nodes
-            .iter()
-            .find(|n| n.metadata.name.as_deref() == Some(&f.node))
-        else {
+        let Some(node) = node_in(snapshot, &f.node) else {
             return;
         };
         let cordoned = facts::unschedulable(node)
@@ -641,6 +617,23 @@ impl Checker {
             }
         }
     }
+}
+
+/// The spec package called `name` (by its `name` field, or its key before defaulting).
+fn spec_package<'a>(nw: &'a NodeWright, name: &str) -> Option<&'a nodewright_crds::Package> {
+    nw.spec
+        .packages
+        .iter()
+        .find(|(key, p)| package_name(key, p) == name)
+        .map(|(_, p)| p)
+}
+
+/// The snapshot's node called `name`.
+fn node_in<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a k8s_openapi::api::core::v1::Node> {
+    snapshot
+        .nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(name))
 }
 
 /// A package's name: the `name` field once defaulted, else its key in `spec.packages`.

@@ -11,9 +11,11 @@ use serde::{Deserialize, Serialize};
 mod describe;
 mod node_patch;
 mod precondition;
+mod skip;
 
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
+pub use skip::{Ended, SkipScope};
 
 /// One intended write. Effects in a plan are ordered; a failed effect makes the shell drop the
 /// effects after it that `depends_on_previous` and requeue.

@@ -4,7 +4,7 @@
 //! not happen skips later effects on its node, its NodeWright's status patch and the Event
 //! right after it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -40,6 +40,16 @@ impl Outcome {
     /// True for Applied and Noop.
     pub fn happened(&self) -> bool {
         matches!(self, Outcome::Applied | Outcome::Noop)
+    }
+
+    /// How the skip rule sees this outcome.
+    pub fn ended(&self) -> nodewright_core::effect::Ended {
+        use nodewright_core::effect::Ended;
+        match self {
+            _ if self.happened() => Ended::Happened,
+            Outcome::Waiting(_) => Ended::Waiting,
+            _ => Ended::Failed,
+        }
     }
 
     /// Short label.
@@ -106,61 +116,8 @@ pub struct Interpreter<'a> {
     pub finalizer_chain: &'a mut BTreeMap<String, (String, String)>,
 }
 
-/// Which later effects a failure blocks (same rule as the shell).
-pub struct Scope {
-    failed_nodes: BTreeSet<String>,
-    failed_nodewrights: BTreeSet<String>,
-    previous_happened: bool,
-}
-
-impl Default for Scope {
-    /// Nothing failed yet; an Event at the very start of a plan is emitted (as in the shell).
-    fn default() -> Self {
-        Scope {
-            failed_nodes: BTreeSet::new(),
-            failed_nodewrights: BTreeSet::new(),
-            previous_happened: true,
-        }
-    }
-}
-
-impl Scope {
-    /// True when `effect` must be skipped.
-    pub fn blocks(&self, effect: &Effect) -> bool {
-        if matches!(effect, Effect::Event(_)) {
-            return !self.previous_happened;
-        }
-        if let Effect::PatchStatus { nodewright, .. } = effect
-            && self.failed_nodewrights.contains(nodewright)
-        {
-            return true;
-        }
-        effect.node().is_some_and(|n| self.failed_nodes.contains(n))
-    }
-
-    /// Records how `effect` ended.
-    pub fn record(&mut self, effect: &Effect, outcome: &Outcome) {
-        if matches!(effect, Effect::Event(_)) {
-            return;
-        }
-        let happened = outcome.happened() || matches!(outcome, Outcome::Waiting(_));
-        self.previous_happened = outcome.happened();
-        if happened {
-            return;
-        }
-        if let Some(node) = effect.node() {
-            self.failed_nodes.insert(node.to_string());
-            if let Some(nw) = &effect.context().nodewright {
-                self.failed_nodewrights.insert(nw.clone());
-            }
-        }
-        if let Effect::PatchNode(patch) = effect {
-            for change in &patch.state {
-                self.failed_nodewrights.insert(change.nodewright.clone());
-            }
-        }
-    }
-}
+/// Which later effects a failure blocks: the shell's rule, from the core.
+pub type Scope = nodewright_core::effect::SkipScope;
 
 fn removal(result: Result<(), ApiError>) -> Outcome {
     match result {

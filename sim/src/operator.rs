@@ -356,7 +356,7 @@ impl Operator {
             } else {
                 interpreter.apply_one(snapshot, effect)
             };
-            scope.record(effect, &outcome);
+            scope.record(effect, outcome.ended());
             wants_requeue |= matches!(
                 outcome,
                 Outcome::Dropped(_) | Outcome::Waiting(_) | Outcome::Skipped

@@ -11,7 +11,7 @@ mod node;
 mod nodewright;
 mod objects;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::reflector::Store;
+use nodewright_core::effect::{Ended, SkipScope};
 use nodewright_core::{Context, Effect, Plan, Snapshot};
 use tracing::{Instrument, debug, info_span, warn};
 
@@ -58,6 +59,15 @@ impl Outcome {
 
     fn happened(&self) -> bool {
         matches!(self, Outcome::Applied | Outcome::Noop)
+    }
+
+    /// How the skip rule sees this outcome.
+    fn ended(&self) -> Ended {
+        match self {
+            _ if self.happened() => Ended::Happened,
+            Outcome::Waiting(_) => Ended::Waiting,
+            _ => Ended::Failed,
+        }
     }
 }
 
@@ -144,7 +154,7 @@ impl Interpreter {
         let units = units(&plan.effects);
         let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
             plan.effects.iter().map(|_| None).collect();
-        let mut scope = Scope::default();
+        let mut scope = SkipScope::default();
         let mut at = 0;
         while at < units.len() {
             let end = units[at..]
@@ -164,7 +174,7 @@ impl Interpreter {
                 let node = unit.node.as_deref().unwrap_or_default();
                 lanes.entry(node).or_default().extend(&unit.indices);
             }
-            let results: Vec<(Scope, Vec<Done>)> =
+            let results: Vec<(SkipScope, Vec<Done>)> =
                 futures::stream::iter(lanes.into_iter().map(|(node, indices)| {
                     let mut local = scope.fork(node);
                     async move {
@@ -194,7 +204,7 @@ impl Interpreter {
         snapshot: &Snapshot,
         plan: &Plan,
         indices: &[usize],
-        scope: &mut Scope,
+        scope: &mut SkipScope,
     ) -> Vec<Done> {
         let mut done = Vec::with_capacity(indices.len());
         for &i in indices {
@@ -207,7 +217,7 @@ impl Interpreter {
                 self.apply_one(snapshot, effect).instrument(span).await
             };
             log_outcome(kind, effect, &outcome);
-            scope.record(effect, &outcome);
+            scope.record(effect, outcome.ended());
             done.push((i, kind, outcome));
         }
         done
@@ -326,75 +336,6 @@ fn place(outcomes: &mut [Option<(&'static str, Outcome)>], done: Vec<Done>) {
     for (i, kind, outcome) in done {
         if let Some(slot) = outcomes.get_mut(i) {
             *slot = Some((kind, outcome));
-        }
-    }
-}
-
-/// Which later effects a failure blocks.
-struct Scope {
-    failed_nodes: BTreeSet<String>,
-    failed_nodewrights: BTreeSet<String>,
-    previous_happened: bool,
-}
-
-impl Default for Scope {
-    fn default() -> Self {
-        Scope {
-            failed_nodes: BTreeSet::new(),
-            failed_nodewrights: BTreeSet::new(),
-            previous_happened: true,
-        }
-    }
-}
-
-impl Scope {
-    /// The part of the scope one node's lane needs.
-    fn fork(&self, node: &str) -> Scope {
-        let mut local = Scope::default();
-        if self.failed_nodes.contains(node) {
-            local.failed_nodes.insert(node.to_string());
-        }
-        local
-    }
-
-    /// Takes over the failures a lane recorded.
-    fn merge(&mut self, other: Scope) {
-        self.failed_nodes.extend(other.failed_nodes);
-        self.failed_nodewrights.extend(other.failed_nodewrights);
-    }
-
-    fn blocks(&self, effect: &Effect) -> bool {
-        if matches!(effect, Effect::Event(_)) {
-            return !self.previous_happened;
-        }
-        if let Effect::PatchStatus { nodewright, .. } = effect
-            && self.failed_nodewrights.contains(nodewright)
-        {
-            return true;
-        }
-        effect.node().is_some_and(|n| self.failed_nodes.contains(n))
-    }
-
-    fn record(&mut self, effect: &Effect, outcome: &Outcome) {
-        if matches!(effect, Effect::Event(_)) {
-            return;
-        }
-        // An eviction that must wait does not invalidate other evictions or writes on the node.
-        let happened = outcome.happened() || matches!(outcome, Outcome::Waiting(_));
-        self.previous_happened = outcome.happened();
-        if happened {
-            return;
-        }
-        if let Some(node) = effect.node() {
-            self.failed_nodes.insert(node.to_string());
-            if let Some(nw) = &effect.context().nodewright {
-                self.failed_nodewrights.insert(nw.clone());
-            }
-        }
-        if let Effect::PatchNode(patch) = effect {
-            for change in &patch.state {
-                self.failed_nodewrights.insert(change.nodewright.clone());
-            }
         }
     }
 }

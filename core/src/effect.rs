@@ -8,11 +8,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
 use nodewright_crds::{NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
 
+mod confirm;
 mod describe;
 mod node_patch;
 mod precondition;
 mod skip;
 
+pub use confirm::EntryCheck;
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
 pub use skip::{Ended, SkipScope};
@@ -39,6 +41,10 @@ pub enum Effect {
         reason: DeletionReason,
         /// Who and what it concerned.
         context: Context,
+        /// D21: delete only if a fresh read of the node still shows this entry open (set on
+        /// re-run deletions of processed Jobs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirm: Option<EntryCheck>,
     },
     /// Merge-patch exactly the given Job fields.
     PatchJob {

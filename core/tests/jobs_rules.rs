@@ -1480,6 +1480,36 @@ fn r5_3_clobbered_completion_self_heals_by_rerun() {
 }
 
 #[test]
+fn d21_k22_rerun_deletion_asks_for_a_fresh_read_of_the_entry() {
+    let state = at_stage(Stage::Apply, State::InProgress);
+    let snap = one_node(
+        &state,
+        vec![processed(complete(apply_job("u1"), 0))],
+        vec![],
+    );
+    let effects = sweep_of(&snap, &demo(), &state).effects;
+    let Some(Effect::DeleteJob {
+        confirm: Some(check),
+        ..
+    }) = effects.first()
+    else {
+        panic!("a re-run deletion carries its entry check: {effects:?}");
+    };
+    assert_eq!(check.node, NODE);
+    assert_eq!(check.stage, Stage::Apply);
+    let entry = state.0.values().next().cloned().unwrap();
+    assert_eq!(
+        (check.package.as_str(), check.version.as_str()),
+        (entry.name.as_str(), entry.version.as_str())
+    );
+    // The fresh read decides: open at the stage → delete; recorded meanwhile → keep.
+    assert!(check.holds(&snap.nodes[0]));
+    let recorded = at_stage(Stage::Apply, State::Complete);
+    let later = one_node(&recorded, vec![], vec![]);
+    assert!(!check.holds(&later.nodes[0]));
+}
+
+#[test]
 fn r5_4_non_genuine_failed_job_is_swept_and_rerun() {
     let state = at_stage(Stage::Apply, State::InProgress);
     let snap = one_node(

@@ -136,6 +136,18 @@ impl Interpreter<'_> {
             Effect::DeleteJob { .. } if self.config.deny_job_deletes => {
                 Outcome::Failed("admission webhook denied the request".into())
             }
+            Effect::DeleteJob {
+                confirm: Some(check),
+                ..
+            } if !self
+                .world
+                .store
+                .get::<Node>(None, &check.node)
+                .is_some_and(|n| check.holds(n)) =>
+            {
+                // D21 (K22): the fresh read shows the outcome recorded; no re-run.
+                Outcome::Dropped(check.refusal())
+            }
             Effect::DeleteJob { name, uid, .. } => removal(self.world.store.delete::<Job>(
                 Some(&ns),
                 name,

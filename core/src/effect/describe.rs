@@ -126,6 +126,7 @@ mod tests {
             uid: "u".into(),
             reason: DeletionReason::Rerun,
             context: Context::default(),
+            confirm: None,
         };
         let value = serde_json::to_value(&effect).unwrap_or_default();
         let tag = value
@@ -142,6 +143,7 @@ mod tests {
             uid: "u".into(),
             reason: DeletionReason::StaleSpec,
             context: ctx("n1"),
+            confirm: None,
         };
         assert_eq!(delete.context(), &ctx("n1"));
         let patch = Effect::PatchNode(Box::new(NodePatch {

@@ -71,6 +71,7 @@ pub fn delete(job: &ExecutorJob, reason: DeletionReason) -> Effect {
         uid: job.uid.clone(),
         reason,
         context: job.context(),
+        confirm: None,
     }
 }
 

@@ -55,10 +55,12 @@
 //! node state holds the outcome (04 §3.6). When [`entry_changes`] yields nothing (the guard says
 //! the outcome already holds, or there is nothing to write) `after_state` is emitted alone.
 //!
-//! Shell contract for `DeleteJob { reason: Rerun }` of a *finished, processed* Job (D21, K22): its
-//! `context` names (NodeWright, node, package, version, stage); the shell re-reads that node
-//! uncached and drops the deletion unless the entry is still present at that stage and not
-//! complete, so a Job cache that is ahead of the Node cache never re-runs a recorded stage.
+//! Shell contract for a `DeleteJob` carrying `confirm` (the sweep's re-run deletion of a
+//! *finished, processed* Job, D21, K22): the shell re-reads that node uncached and drops the
+//! deletion unless [`EntryCheck::holds`](crate::effect::EntryCheck::holds) — the entry still
+//! present at the Job's stage and not complete — so a Job cache that is ahead of the Node cache
+//! never re-runs a recorded stage. Other `Rerun` deletions (freeing a Job name before a start,
+//! [`create`]) carry no `confirm`.
 
 pub mod annotation;
 pub mod builder;

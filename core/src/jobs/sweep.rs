@@ -10,7 +10,7 @@ use super::create::delete;
 use super::index::{ExecutorIndex, ExecutorJob};
 use super::matching::{SpecFingerprints, matches_spec_with, timed_out_still_matches_with};
 use crate::Options;
-use crate::effect::{DeletionReason, Effect};
+use crate::effect::{DeletionReason, Effect, EntryCheck};
 
 /// Result of the validation sweep for one NodeWright.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -90,6 +90,22 @@ fn is_stale_with(
     entry.is_none_or(|e| Some(e.stage) != job.stage) || !matches_spec_with(job, nw, fps, options)
 }
 
+/// The re-run deletion of a finished, processed Job whose entry this pass sees open at the
+/// Job's stage; the interpreter confirms that on a fresh read of the node first (D21, K22).
+fn delete_for_rerun(job: &ExecutorJob, entry: &PackageStatus) -> Effect {
+    let mut effect = delete(job, DeletionReason::Rerun);
+    if let (Effect::DeleteJob { confirm, .. }, Some(stage)) = (&mut effect, job.stage) {
+        *confirm = Some(EntryCheck {
+            nodewright: job.nodewright.clone(),
+            node: job.node.clone(),
+            package: entry.name.clone(),
+            version: entry.version.clone(),
+            stage,
+        });
+    }
+    effect
+}
+
 /// Invalidation (04 §6.3): merge-patch `"invalid":true` into `<P>/package`, then the
 /// foreground delete with `reason`.
 pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
@@ -152,8 +168,10 @@ pub fn sweep_with<'s>(
         };
         let entry = entry_of(job, state);
         if job.state.is_finished() {
-            if should_delete_finished_with(job, entry, nw, &fps, options) {
-                out.effects.push(delete(job, DeletionReason::Rerun));
+            if should_delete_finished_with(job, entry, nw, &fps, options)
+                && let Some(entry) = entry
+            {
+                out.effects.push(delete_for_rerun(job, entry));
             }
         } else if !job.invalid && is_stale_with(job, entry, nw, &fps, options) {
             out.effects

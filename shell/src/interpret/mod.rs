@@ -230,8 +230,19 @@ impl Interpreter {
                 self.create_job(job, effect.fresh_read_precondition()).await
             }
             Effect::DeleteJob {
-                name, uid, reason, ..
-            } => self.delete_job(name, uid, *reason).await,
+                name,
+                uid,
+                reason,
+                confirm,
+                ..
+            } => {
+                if let Some(check) = confirm
+                    && let Some(refused) = self.confirm_entry(check).await
+                {
+                    return refused;
+                }
+                self.delete_job(name, uid, *reason).await
+            }
             Effect::PatchJob {
                 name,
                 uid,

@@ -3,10 +3,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use nodewright_core::DeletionReason;
-use nodewright_core::effect::FreshReadPrecondition;
+use nodewright_core::effect::{EntryCheck, FreshReadPrecondition};
 use serde_json::{Map, Value, json};
 use tracing::info;
 
@@ -75,6 +75,20 @@ impl Interpreter {
         };
         let busy = precondition.blocker(job, &jobs)?;
         Some(Outcome::Dropped(precondition.refusal(busy)))
+    }
+
+    /// D21 (K22): reads the node uncached; `None` when `check` holds and the re-run deletion may
+    /// go ahead, else the outcome that drops it (the next pass decides on fresh state).
+    pub(super) async fn confirm_entry(&self, check: &EntryCheck) -> Option<Outcome> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        match api.get_opt(&check.node).await {
+            Ok(Some(node)) if check.holds(&node) => None,
+            Ok(_) => {
+                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, stage = %check.stage, "re-run deletion dropped: {}", check.refusal());
+                Some(Outcome::Dropped(check.refusal()))
+            }
+            Err(e) => Some(Outcome::Failed(e.into())),
+        }
     }
 
     pub(super) async fn delete_job(

@@ -260,6 +260,7 @@ fn delete_job() -> Effect {
         uid: "u1".into(),
         reason: DeletionReason::StaleSpec,
         context: ctx("n1"),
+        confirm: None,
     }
 }
 
@@ -291,6 +292,60 @@ async fn d12_delete_job_foreground_with_uid_and_reason_event() {
             .unwrap_or_default()
             .contains("stale-spec")
     );
+}
+
+fn rerun_delete(stage_state: &str) -> (Effect, Value) {
+    let check = nodewright_core::effect::EntryCheck {
+        nodewright: "nw".into(),
+        node: "n1".into(),
+        package: "pkg".into(),
+        version: "1.0.0".into(),
+        stage: nodewright_crds::Stage::Config,
+    };
+    let doc = format!(
+        r#"{{"pkg|1.0.0":{{"name":"pkg","version":"1.0.0","image":"r/pkg","stage":"config","state":"{stage_state}"}}}}"#
+    );
+    let node = node_json("7", json!({ keys::node_state("nw"): doc }));
+    let effect = Effect::DeleteJob {
+        name: "j1".into(),
+        uid: "u1".into(),
+        reason: DeletionReason::Rerun,
+        context: ctx("n1"),
+        confirm: Some(check),
+    };
+    (effect, node)
+}
+
+#[tokio::test]
+async fn d21_k22_rerun_delete_goes_ahead_when_the_fresh_read_shows_the_entry_open() {
+    let (effect, node) = rerun_delete("in_progress");
+    let (client, task) = fake(vec![
+        expect("GET", "/api/v1/nodes/n1", 200, node),
+        expect(
+            "DELETE",
+            "/apis/batch/v1/namespaces/nodewright/jobs/j1",
+            200,
+            json!({"metadata": {"name": "j1"}}),
+        ),
+        expect(
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/nodewright/events",
+            201,
+            json!({}),
+        ),
+    ]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn d21_k22_rerun_delete_dropped_when_the_fresh_read_shows_it_recorded() {
+    let (effect, node) = rerun_delete("complete");
+    let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 1, "no DELETE was sent");
 }
 
 #[tokio::test]

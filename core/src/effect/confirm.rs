@@ -1,0 +1,105 @@
+//! D21 (K22): a processed Job is deleted for a re-run only after a fresh read of its node confirms
+//! that its node-state entry is still open at the Job's stage. The Job cache may be ahead of the
+//! Node cache (the Job's `state-recorded` marker seen, the node write that recorded the outcome
+//! not yet): deciding on that skew would delete a recorded Job and run its stage again.
+
+use k8s_openapi::api::core::v1::Node;
+use nodewright_crds::{NodeState, Stage, State, keys};
+use serde::{Deserialize, Serialize};
+
+/// The node-state entry a `DeleteJob` needs to find still open on a fresh read of the node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryCheck {
+    /// NodeWright whose document holds the entry.
+    pub nodewright: String,
+    /// Node to read.
+    pub node: String,
+    /// Package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// The Job's stage: the entry must be at it and not complete.
+    pub stage: Stage,
+}
+
+impl EntryCheck {
+    /// True when `node` (freshly read) holds the entry at the check's stage, not complete. An
+    /// absent, other-stage, complete or unreadable entry means "do not delete".
+    pub fn holds(&self, node: &Node) -> bool {
+        let text = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&keys::node_state(&self.nodewright)));
+        let Some(doc) = text.and_then(|t| NodeState::parse(t).ok()) else {
+            return false;
+        };
+        doc.get(&self.package, &self.version)
+            .is_some_and(|e| e.stage == self.stage && e.state != Some(State::Complete))
+    }
+
+    /// Why the deletion is dropped when the check does not hold.
+    pub fn refusal(&self) -> String {
+        format!(
+            "fresh read of node {} shows {}|{} of {} no longer open at {} (D21: the outcome is recorded; no re-run)",
+            self.node, self.package, self.version, self.nodewright, self.stage
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nodewright_crds::PackageStatus;
+
+    fn node_with(stage: Stage, state: State) -> Node {
+        let mut doc = NodeState::default();
+        doc.upsert(PackageStatus {
+            name: "dexter".into(),
+            version: "1.0.0".into(),
+            image: "r/dexter".into(),
+            container_sha: String::new(),
+            stage,
+            state: Some(state),
+            restarts: 0,
+        });
+        let mut node = Node::default();
+        node.metadata.annotations = Some(
+            [(keys::node_state("nw"), doc.to_annotation())]
+                .into_iter()
+                .collect(),
+        );
+        node
+    }
+
+    fn check() -> EntryCheck {
+        EntryCheck {
+            nodewright: "nw".into(),
+            node: "n1".into(),
+            package: "dexter".into(),
+            version: "1.0.0".into(),
+            stage: Stage::Config,
+        }
+    }
+
+    #[test]
+    fn d21_open_entry_at_the_stage_confirms_the_rerun() {
+        assert!(check().holds(&node_with(Stage::Config, State::InProgress)));
+        assert!(check().holds(&node_with(Stage::Config, State::Erroring)));
+    }
+
+    #[test]
+    fn d21_recorded_or_moved_entry_refuses_the_rerun() {
+        assert!(!check().holds(&node_with(Stage::Config, State::Complete)));
+        assert!(!check().holds(&node_with(Stage::Interrupt, State::InProgress)));
+        assert!(!check().holds(&Node::default()), "no document");
+        let mut garbled = Node::default();
+        garbled.metadata.annotations = Some(
+            [(keys::node_state("nw"), "{not json".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert!(!check().holds(&garbled), "unreadable document");
+    }
+}

@@ -185,9 +185,10 @@ fn run_scenarios(paths: &[PathBuf], out: Option<&Path>, print_timeline: bool) ->
             }
         }
     }
-    println!(
-        "\n{passed} passed, {failed} failed, {pending} pending (expected to fail while the core is incomplete)"
-    );
+    println!("\n{passed} passed, {failed} failed, {pending} pending");
+    if pending > 0 {
+        println!("(pending scenarios are marked `pending:` and expected to fail for now)");
+    }
     if !unpend.is_empty() {
         println!(
             "pending scenarios that now PASS (remove their `pending:`): {}",

@@ -13,11 +13,13 @@ mod describe;
 mod node_patch;
 mod precondition;
 mod skip;
+mod status_base;
 
 pub use confirm::EntryCheck;
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
 pub use skip::{Ended, SkipScope};
+pub use status_base::FinalizerChain;
 
 /// One intended write. Effects in a plan are ordered; a failed effect makes the shell drop the
 /// effects after it that `depends_on_previous` and requeue.

@@ -113,7 +113,7 @@ pub struct Interpreter<'a> {
     pub events: Vec<nodewright_core::EventSpec>,
     /// Per NodeWright, the version our own finalizer write made of the snapshot's (`from` → `to`,
     /// same status); a status patch computed from `from` expects `to` (as in the shell).
-    pub finalizer_chain: &'a mut BTreeMap<String, (String, String)>,
+    pub finalizer_chain: &'a mut nodewright_core::effect::FinalizerChain,
 }
 
 /// Which later effects a failure blocks: the shell's rule, from the core.
@@ -436,10 +436,7 @@ impl Interpreter<'_> {
         // own finalizer write made of it); a status computed from a stale cache is dropped.
         let expected = seen
             .and_then(|nw| nw.metadata.resource_version.clone())
-            .map(|rv| match self.finalizer_chain.get(name) {
-                Some((from, to)) if *from == rv => to.clone(),
-                _ => rv,
-            });
+            .map(|rv| self.finalizer_chain.expected(name, rv));
         let Some(mut current) = self.world.store.get::<NodeWright>(None, name).cloned() else {
             return Outcome::Noop;
         };
@@ -498,15 +495,9 @@ impl Interpreter<'_> {
             }
             match self.world.store.update(current, rv.as_deref()) {
                 Ok(written) => {
-                    match (attempt == 0).then_some(rv).flatten() {
-                        Some(from) => {
-                            let to = written.metadata.resource_version.unwrap_or_default();
-                            self.finalizer_chain.insert(name.to_string(), (from, to));
-                        }
-                        None => {
-                            self.finalizer_chain.remove(name);
-                        }
-                    }
+                    let from = (attempt == 0).then_some(rv).flatten();
+                    self.finalizer_chain
+                        .record(name, from, written.metadata.resource_version);
                     return Outcome::Applied;
                 }
                 Err(ApiError::NotFound) => return Outcome::Noop,

@@ -95,7 +95,7 @@ pub struct Operator {
     zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
     rng: Rng,
     snapshot: Option<Snapshot>,
-    finalizer_chain: BTreeMap<String, (String, String)>,
+    finalizer_chain: nodewright_core::effect::FinalizerChain,
 }
 
 impl Operator {
@@ -122,7 +122,7 @@ impl Operator {
             zombie: None,
             rng: Rng::new(seed ^ 0x0b5e_55ed),
             snapshot: None,
-            finalizer_chain: BTreeMap::new(),
+            finalizer_chain: Default::default(),
         }
     }
 

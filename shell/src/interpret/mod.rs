@@ -19,7 +19,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use nodewright_core::effect::{Ended, SkipScope};
+use nodewright_core::effect::{Ended, FinalizerChain, SkipScope};
 use nodewright_core::{Context, Effect, Plan, Snapshot};
 use tracing::{Instrument, debug, info_span, warn};
 
@@ -121,7 +121,7 @@ pub struct Interpreter {
     /// Per NodeWright, the resourceVersion our own finalizer write turned the snapshot's version
     /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
     /// `from` may expect `to` (§13.7, status precondition).
-    pub(crate) finalizer_chain: Arc<std::sync::Mutex<BTreeMap<String, (String, String)>>>,
+    pub(crate) finalizer_chain: Arc<std::sync::Mutex<FinalizerChain>>,
 }
 
 impl Interpreter {

@@ -28,7 +28,7 @@ impl Interpreter {
         };
         let expected = seen
             .and_then(|nw| nw.metadata.resource_version.clone())
-            .map(|rv| self.chained_version(name, rv));
+            .map(|rv| self.chain().expected(name, rv));
         if let Some(rv) = &expected {
             body["metadata"] = json!({ "resourceVersion": rv });
         }
@@ -47,32 +47,11 @@ impl Interpreter {
         }
     }
 
-    /// The version a status patch computed from snapshot version `rv` must expect: `rv`, or the
-    /// version our own finalizer write made of it (same status, metadata only).
-    fn chained_version(&self, name: &str, rv: String) -> String {
-        let chain = self
-            .finalizer_chain
+    fn chain(&self) -> std::sync::MutexGuard<'_, nodewright_core::effect::FinalizerChain> {
+        // A poisoned lock only means a panicking thread held it; the chain stays consistent.
+        self.finalizer_chain
             .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        match chain.get(name) {
-            Some((from, to)) if *from == rv => to.clone(),
-            _ => rv,
-        }
-    }
-
-    fn record_finalizer_write(&self, name: &str, from: Option<String>, to: Option<String>) {
-        let mut chain = self
-            .finalizer_chain
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        match (from, to) {
-            (Some(from), Some(to)) => {
-                chain.insert(name.to_string(), (from, to));
-            }
-            _ => {
-                chain.remove(name);
-            }
-        }
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     pub(super) async fn set_finalizer(
@@ -113,7 +92,8 @@ impl Interpreter {
                     let from = (attempt == 0)
                         .then(|| nw.metadata.resource_version.clone())
                         .flatten();
-                    self.record_finalizer_write(name, from, written.metadata.resource_version);
+                    self.chain()
+                        .record(name, from, written.metadata.resource_version);
                     return Outcome::Applied;
                 }
                 Err(e) if is_not_found(&e) => return Outcome::Noop,

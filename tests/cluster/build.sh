@@ -126,12 +126,13 @@ build_kwok() {
 }
 
 build_helm() {
-  local out=$HELM_BIN minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local out=$HELM_BIN major=${HELM_VERSION%%.*}
   if done_ "$out"; then log "helm $HELM_VERSION: cached in $out"; return; fi
   log "helm $HELM_VERSION: building into $out"
-  goinstall "$out" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" \
-    -ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION \
-      -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$minor"
+  # helm v4 derives its offline default Kubernetes version from the client-go it is built with;
+  # `helm template` callers pass --kube-version where it matters.
+  goinstall "$out" "helm.sh/helm/$major/cmd/helm@$HELM_VERSION" \
+    -ldflags="-s -w -X helm.sh/helm/$major/internal/version.version=$HELM_VERSION"
   "$out/helm" version
   mark "$out" helm
 }

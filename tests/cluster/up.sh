@@ -11,7 +11,9 @@
 #        instead of running build.sh when binaries are missing,
 #        NODEWRIGHT_KWOK_CONFIG=<extra kwok --config files, space separated>,
 #        NODEWRIGHT_NODE_MONITOR_GRACE=<duration> for kube-controller-manager's
-#        --node-monitor-grace-period (default 50s; applies when KCM is (re)started).
+#        --node-monitor-grace-period (default 50s; applies when KCM is (re)started),
+#        NODEWRIGHT_AUDIT_POLICY=<audit policy file>: the apiserver writes a JSON audit log to
+#        $NODEWRIGHT_RUN/logs/audit.log (applies when the apiserver is (re)started).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -159,6 +161,12 @@ start etcd etcd_ready 60 "$ETCD_PORT" "$ETCD_PEER_PORT" -- \
   --unsafe-no-fsync=true --quota-backend-bytes=4294967296 --log-level=warn
 
 # 2. kube-apiserver (spec 08 §4)
+audit_args=()
+if [ -n "${NODEWRIGHT_AUDIT_POLICY:-}" ]; then
+  [ -f "$NODEWRIGHT_AUDIT_POLICY" ] || die "NODEWRIGHT_AUDIT_POLICY=$NODEWRIGHT_AUDIT_POLICY: no such file"
+  audit_args=(--audit-policy-file="$NODEWRIGHT_AUDIT_POLICY" --audit-log-path="$LOGS/audit.log"
+              --audit-log-format=json --audit-log-mode=blocking --audit-log-maxsize=0)
+fi
 start kube-apiserver apiserver_ready 180 "$APISERVER_PORT" -- \
   "$K8S_BIN/kube-apiserver" \
   --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
@@ -180,7 +188,7 @@ start kube-apiserver apiserver_ready 180 "$APISERVER_PORT" -- \
   --service-cluster-ip-range=10.0.0.0/24 \
   --authorization-mode=RBAC \
   --allow-privileged=true \
-  --profiling=false --v=1
+  --profiling=false --v=1 "${audit_args[@]}"
 
 # 3. kube-controller-manager (spec 08 §5): real Job, TTL, GC, pod-GC, node-lifecycle controllers.
 start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \

@@ -28,9 +28,12 @@ use crate::{logging, version};
 /// How often every replica re-checks the webhook certificate Secret and CA bundles.
 pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
 
-/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors or lost leadership, 2 on
-/// invalid options.
+/// Entry point: `--version`/`--help` print and exit 0; otherwise exit 0 after a clean shutdown,
+/// 1 on start-up errors or lost leadership, 2 on invalid options or arguments.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::args::handle(std::env::args_os()) {
+        return code;
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let options = match Options::from_env(&env) {
         Ok(o) => o,
@@ -63,7 +66,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %e, "operator failed");
+            error!(error = %format!("{e:#}"), "operator failed");
             ExitCode::FAILURE
         }
     }
@@ -84,7 +87,12 @@ async fn run(
     env: BTreeMap<String, String>,
     (metrics_addr, probe_addr): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) -> anyhow::Result<ExitCode> {
-    let client = Client::try_default().await?;
+    let client = Client::try_default().await.map_err(|e| {
+        anyhow::anyhow!(
+            "no cluster to talk to: neither an in-cluster service account nor a kubeconfig \
+             (KUBECONFIG, ~/.kube/config) is usable: {e}"
+        )
+    })?;
     let cluster = version::check(&client).await;
     let identity = identity(&env);
     info!(namespace = %options.namespace, identity = %identity, leader_election = options.leader_election,

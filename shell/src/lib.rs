@@ -5,6 +5,7 @@
 //! [`Snapshot`]: nodewright_core::Snapshot
 
 pub mod cache;
+pub mod cleanup;
 pub mod cli;
 pub mod error;
 pub mod interpret;
@@ -12,6 +13,7 @@ pub mod leader;
 pub mod logging;
 pub mod merge;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod operator;
 pub mod runner;
 pub mod server;

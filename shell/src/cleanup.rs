@@ -57,7 +57,13 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        let client = Client::try_default().await?;
+        let agent = format!(
+            "nodewright-operator/{} (cleanup)",
+            env!("CARGO_PKG_VERSION")
+        );
+        let client = crate::client::build(crate::client::Purpose::Request, &agent, None)
+            .await
+            .map_err(|e| ShellError::Other(e.to_string()))?;
         run(&client, &namespace, &secret).await
     });
     match result {

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod cache;
+pub mod cleanup;
 pub mod cli;
 pub mod client;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod leader;
 pub mod logging;
 pub mod merge;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod operator;
 pub mod runner;
 pub mod server;

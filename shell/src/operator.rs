@@ -69,7 +69,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %format!("{e:#}"), "operator failed");
+            error!(error = %e, "operator failed");
             ExitCode::FAILURE
         }
     }

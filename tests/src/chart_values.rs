@@ -198,12 +198,7 @@ pub fn render_table(docs: &[ValueDoc]) -> String {
 pub fn with_table(readme: &str, table: &str) -> Option<String> {
     let start = readme.find(TABLE_BEGIN)? + TABLE_BEGIN.len();
     let end = readme[start..].find(TABLE_END)? + start;
-    Some(format!(
-        "{}\n{}{}",
-        &readme[..start],
-        table,
-        &readme[end..]
-    ))
+    Some(format!("{}\n{}{}", &readme[..start], table, &readme[end..]))
 }
 
 /// Reads the chart and returns (current README, README with a fresh table), or the problems.
@@ -216,8 +211,11 @@ pub fn readme_pair(chart: &Path) -> Result<(String, String), Vec<String>> {
         .map_err(|e| vec![format!("chart/values.schema.json: {e}")])?;
     let readme = read("README.md")?;
     let docs = check(&values, &schema)?;
-    let fresh = with_table(&readme, &render_table(&docs))
-        .ok_or_else(|| vec![format!("chart/README.md lacks the markers {TABLE_BEGIN} / {TABLE_END}")])?;
+    let fresh = with_table(&readme, &render_table(&docs)).ok_or_else(|| {
+        vec![format!(
+            "chart/README.md lacks the markers {TABLE_BEGIN} / {TABLE_END}"
+        )]
+    })?;
     Ok((readme, fresh))
 }
 

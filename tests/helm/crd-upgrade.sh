@@ -9,7 +9,8 @@
 #   5. `helm uninstall` keeps both CRDs (`helm.sh/resource-policy: keep`).
 # The operator is not run (webhook.enable=false): only helm's handling of the CRDs is under test.
 # CRDs that already exist (applied with kubectl, as tests/e2e does) are adopted with
-# `--take-ownership` and left in place; CRDs this script created are deleted at the end.
+# `--take-ownership --force-conflicts` (kubectl's field manager owns their fields) and left in
+# place; CRDs this script created are deleted at the end.
 #
 # Usage: tests/helm/crd-upgrade.sh   (called by tests/helm/render.sh; needs KUBECONFIG of a running
 #        local control plane, e.g. after `eval "$(tests/cluster/up.sh)"`)
@@ -31,7 +32,7 @@ fail() { say "FAIL: $*"; exit 1; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/nodewright-crd-upgrade.XXXXXX")
 
 created=1 adopt=()
-if kc get crd "$NW" >/dev/null 2>&1; then created=0 adopt=(--take-ownership); fi
+if kc get crd "$NW" >/dev/null 2>&1; then created=0 adopt=(--take-ownership --force-conflicts); fi
 cleanup() {
   "$HELM" uninstall "$REL" -n "$NS" >/dev/null 2>&1 || true
   kc delete namespace "$NS" --wait=false >/dev/null 2>&1 || true

@@ -6,7 +6,9 @@
 
 pub mod cache;
 pub mod cli;
+pub mod client;
 pub mod error;
+pub mod health;
 pub mod interpret;
 pub mod leader;
 pub mod logging;

@@ -8,16 +8,17 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum_server::tls_rustls::RustlsConfig;
-use kube::Client;
 use nodewright_core::Options;
 use tokio::sync::{Mutex, watch};
 use tracing::{error, info, warn};
 
 use crate::cache::{self, Trigger};
+use crate::client::{self, Purpose, USER_AGENT_ENV};
+use crate::health::{self, Contact, PASS_STUCK_AFTER_ENV};
 use crate::interpret::{EventRecorder, Interpreter};
-use crate::leader::{self, LeaderConfig};
+use crate::leader::{self, Fence, LeaderConfig};
 use crate::metrics::Metrics;
-use crate::runner::Runner;
+use crate::runner::{PassClock, Runner};
 use crate::server::{self, Health, WEBHOOK_PORT};
 use crate::trace::TraceRecorder;
 use crate::webhook::admission::ApiLookups;
@@ -28,8 +29,8 @@ use crate::{logging, version};
 /// How often every replica re-checks the webhook certificate Secret and CA bundles.
 pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
 
-/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors or lost leadership, 2 on
-/// invalid options.
+/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors, 2 on invalid options.
+/// Losing leadership does not end the process: it stops its passes and campaigns again.
 pub fn main() -> ExitCode {
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let options = match Options::from_env(&env) {
@@ -84,19 +85,51 @@ async fn run(
     env: BTreeMap<String, String>,
     (metrics_addr, probe_addr): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) -> anyhow::Result<ExitCode> {
-    let client = Client::try_default().await?;
-    let cluster = version::check(&client).await;
+    let stuck_after = health::stuck_after(env.get(PASS_STUCK_AFTER_ENV).map(String::as_str))
+        .map_err(|e| anyhow::anyhow!("invalid operator options: {e}"))?;
     let identity = identity(&env);
-    info!(namespace = %options.namespace, identity = %identity, leader_election = options.leader_election,
-          webhooks = options.enable_webhooks, "starting nodewright-operator");
+    let agent = client::user_agent(env.get(USER_AGENT_ENV).map(String::as_str), &identity);
+    // Plain requests (bounded), watches (long reads), and the reconcile writer (fenced by the
+    // lease when leader election is on).
+    let client = client::build(Purpose::Request, &agent, None).await?;
+    let watch_client = client::build(Purpose::Watch, &agent, None).await?;
+    let fence = if options.leader_election {
+        Fence::closed()
+    } else {
+        Fence::always_open()
+    };
+    let writer = client::build(
+        Purpose::Request,
+        &agent,
+        options.leader_election.then(|| fence.clone()),
+    )
+    .await?;
+    let cluster = version::check(&client).await;
+    info!(namespace = %options.namespace, identity = %identity, user_agent = %agent,
+          leader_election = options.leader_election, webhooks = options.enable_webhooks,
+          pass_stuck_after_s = stuck_after.as_secs(), "starting nodewright-operator");
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     tokio::spawn(wait_for_signal(shutdown_tx));
 
     let metrics = Arc::new(Metrics::new(options.publish_legacy_metrics));
     let trigger = Trigger::default();
-    let (caches, _watch_tasks) = cache::start(&client, &options.namespace, &trigger);
-    let mut health = Health::default();
+    let (caches, _watch_tasks) = cache::start(&watch_client, &options.namespace, &trigger);
+    let (leading_tx, leading) = watch::channel(false);
+    let pass_clock = PassClock::default();
+    let contact = Contact::default();
+    tokio::spawn(health::track_contact(
+        client.clone(),
+        contact.clone(),
+        shutdown.clone(),
+    ));
+    let mut health = Health {
+        pass: pass_clock.clone(),
+        stuck_after,
+        contact,
+        leading: options.leader_election.then(|| leading.clone()),
+        ..Health::default()
+    };
     let (synced_tx, synced) = watch::channel(false);
     {
         // One waiter only: the stores' readiness futures do not reliably wake several waiters.
@@ -161,14 +194,18 @@ async fn run(
         ));
     }
 
-    let (leading_tx, leading) = watch::channel(false);
+    let (release_tx, release) = watch::channel(false);
     let leader_task = if options.leader_election {
         let config = LeaderConfig::new(&options.namespace, &identity);
+        let out = leader::Outputs {
+            leading: leading_tx,
+            fence,
+        };
         Some(tokio::spawn(leader::run(
             client.clone(),
             config,
-            leading_tx,
-            shutdown.clone(),
+            out,
+            release,
         )))
     } else {
         let _ = leading_tx.send(true);
@@ -197,9 +234,9 @@ async fn run(
         }
         None => None,
     };
-    let events = EventRecorder::new(client.clone(), &identity);
-    let interpreter = Interpreter::new(client.clone(), &options.namespace, events)
-        .with_node_cache(caches.nodes.clone());
+    let events = EventRecorder::new(writer.clone(), &identity);
+    let interpreter =
+        Interpreter::new(writer, &options.namespace, events).with_node_cache(caches.nodes.clone());
     let runner = Runner {
         caches,
         trigger,
@@ -210,18 +247,21 @@ async fn run(
         trace,
         synced,
         parsed: Default::default(),
+        pass_clock,
     };
     runner.run(leading.clone(), shutdown.clone()).await;
 
+    // Passes have stopped (the one in flight was cancelled): only now may the lease go.
+    let _ = release_tx.send(true);
+    if let Some(task) = leader_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     if *shutdown.borrow() {
         info!("shutting down");
-        if let Some(task) = leader_task {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
         tokio::time::sleep(Duration::from_millis(200)).await;
         return Ok(ExitCode::SUCCESS);
     }
-    warn!("leadership lost; exiting so the replica restarts as a candidate");
+    warn!("the pass loop ended without a shutdown request");
     Ok(ExitCode::FAILURE)
 }
 

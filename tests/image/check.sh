@@ -77,8 +77,8 @@ app_version=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$ROOT/ch
 [ "$app_version" = "$VERSION" ] || fail "chart appVersion $app_version != operator version $VERSION"
 if [ -x "$HELM_BIN/helm" ]; then
   rendered=$("$HELM_BIN/helm" template nodewright "$ROOT/chart" -n nodewright |
-             sed -n 's/^ *image: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' | sort -u)
-  say "chart renders image: $rendered"
+             sed -n 's/^ *image: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' | sed '/^$/d' | sort -u)
+  say "chart renders images: $(printf '%s' "$rendered" | paste -sd' ')"
   printf '%s\n' "$rendered" | grep -qx "$REPO:$VERSION" || fail "the chart's default image is not $REPO:$VERSION"
 else
   grep -q "repository: $REPO\$" "$ROOT/chart/values.yaml" || fail "chart/values.yaml does not default to $REPO"
@@ -166,7 +166,7 @@ if [ "$WITH_CLUSTER" = 1 ]; then
   "$ROOT/tests/cluster/up.sh" >/dev/null
   ns=nodewright-image-check
   kc get namespace "$ns" >/dev/null 2>&1 || kc create namespace "$ns" >/dev/null
-  while read -r crd; do kc apply -f "$crd" >/dev/null; done < <(find "$ROOT/chart" -path '*crds*' -name '*.yaml' | sort)
+  while read -r crd; do kc apply -f "$crd" >/dev/null; done < <(find "$ROOT/chart" -path '*/crds/*' -name '*.yaml' | sort)
   install -m 0444 "$KUBECONFIG_PATH" "$WORK/rootfs/kubeconfig"
   EXTRA_ENV=(KUBECONFIG=/kubeconfig NAMESPACE=$ns ENABLE_WEBHOOKS=false
              LEADER_ELECTION=false METRICS_PORT=0 PROBE_PORT=0 LOG_LEVEL=debug)

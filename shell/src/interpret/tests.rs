@@ -1635,7 +1635,10 @@ async fn a_fenced_write_is_dropped_without_reaching_the_apiserver() {
     };
     let report = i.apply(&Snapshot::default(), &plan).await;
     assert_eq!(report.count("dropped"), 1, "{report:?}");
-    assert!(report.errors().is_empty(), "a fenced write is not a failure");
+    assert!(
+        report.errors().is_empty(),
+        "a fenced write is not a failure"
+    );
     assert!(
         tokio::time::timeout(std::time::Duration::from_millis(50), handle.next_request())
             .await

@@ -4,6 +4,7 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod args;
 pub mod cache;
 pub mod cleanup;
 pub mod cli;

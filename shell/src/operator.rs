@@ -30,9 +30,13 @@ use crate::{logging, version};
 /// How often the replica re-reads fixed webhook certificate files (`WEBHOOK_CERT_DIR`).
 pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
 
-/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors, 2 on invalid options.
-/// Losing leadership does not end the process: it stops its passes and campaigns again.
+/// Entry point: `--version`/`--help` print and exit 0; otherwise exit 0 after a clean shutdown,
+/// 1 on start-up errors, 2 on invalid options or arguments. Losing leadership does not end the
+/// process: it stops its passes and campaigns again.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::args::handle(std::env::args_os()) {
+        return code;
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let options = match Options::from_env(&env) {
         Ok(o) => o,
@@ -65,7 +69,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %e, "operator failed");
+            error!(error = %format!("{e:#}"), "operator failed");
             ExitCode::FAILURE
         }
     }

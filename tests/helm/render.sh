@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Static checks of the Helm chart (chart/) with the pinned helm (tests/cluster/versions.env):
 #   1. `helm lint --strict` with every values file in tests/helm/values/;
-#   2. golden renders: `helm template` of each values file equals tests/helm/golden/<name>.yaml;
+#   2. golden renders: `helm template` of each values file equals tests/helm/golden/<name>.yaml,
+#      and its NOTES.txt (client-side install dry-run) equals golden/<name>.notes.txt;
 #   3. refused values: each bad value in the table below makes `helm template` fail with the
 #      expected message (values.schema.json or templates/validations.yaml);
 #   4. every rendered object of every golden is accepted by a real kube-apiserver
@@ -64,7 +65,29 @@ for c in "${cases[@]}"; do
   else
     bad "golden $c differs (run tests/helm/render.sh --update and review the diff)"; head -60 "$WORK/$c.diff" >&2
   fi
+  # NOTES.txt is rendered only by install/upgrade: a client-side dry-run prints it last.
+  notes=$HERE/golden/$c.notes.txt
+  { "$HELM" install "$RELEASE" chart/ -n "$NS" --dry-run=client -f "$HERE/values/$c.yaml" 2>&1 || true; } \
+    | sed -n '/^NOTES:$/,$p' > "$WORK/$c.notes.txt"
+  if [ ! -s "$WORK/$c.notes.txt" ]; then
+    bad "NOTES.txt ($c) not rendered"
+  elif [ $update = 1 ]; then
+    cp "$WORK/$c.notes.txt" "$notes"; ok "golden $c.notes.txt updated"
+  elif diff -u "$notes" "$WORK/$c.notes.txt" >&2; then
+    ok "golden $c.notes.txt"
+  else
+    bad "golden $c.notes.txt differs (run tests/helm/render.sh --update and review the diff)"
+  fi
 done
+
+# The commands of docs/user-guide.md "Install", verbatim (helm's default Kubernetes version).
+if out=$("$HELM" lint chart/ -n nodewright 2>&1); then ok "docs: helm lint chart/ -n nodewright"
+else bad "docs: helm lint chart/ -n nodewright"; printf '%s\n' "$out" >&2; fi
+if "$HELM" template nodewright chart/ -n nodewright 2>&1 | cmp -s - "$HERE/golden/default.yaml"; then
+  ok "docs: helm template nodewright chart/ -n nodewright renders the default golden"
+else
+  bad "docs: helm template nodewright chart/ -n nodewright differs from golden/default.yaml"
+fi
 
 # --- 3. refused values --------------------------------------------------------------------------
 # Each row: expected text in helm's error | helm arguments. The expected text names the offending

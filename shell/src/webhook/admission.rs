@@ -118,7 +118,14 @@ async fn validate_nw(
     let checked = if req.operation == Operation::Update {
         match decode::<NodeWright>(req.old_object.as_ref()) {
             Ok(old) => validate_nodewright_update(&old, &new).map(|w| warnings = w),
-            Err(e) => return allow.deny(e),
+            // The stored object does not decode (written while the webhooks were off): let the
+            // repair through, checked like a new object (docs/operations.md).
+            Err(e) => {
+                warnings.push(format!(
+                    "stored object: {e}; the update is checked as a new object"
+                ));
+                validate_nodewright(&new)
+            }
         }
     } else {
         validate_nodewright(&new)
@@ -381,6 +388,26 @@ mod tests {
                 .contains("downgrade"),
             "{out}"
         );
+    }
+
+    #[tokio::test]
+    async fn r4_4_update_repairing_an_undecodable_stored_object_is_checked_as_new() {
+        let old = nw(json!({"priority": 3_000_000_000u64, "packages": {}}));
+        let good = nw(json!({"priority": 5, "packages": {}}));
+        let body = review_of(
+            "NodeWright",
+            "nodewrights",
+            "UPDATE",
+            "nw",
+            good,
+            old.clone(),
+        );
+        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+        let still_bad = nw(json!({"priority": 3_000_000_001u64, "packages": {}}));
+        let body = review_of("NodeWright", "nodewrights", "UPDATE", "nw", still_bad, old);
+        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], false, "{out}");
     }
 
     #[tokio::test]

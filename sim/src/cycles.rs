@@ -101,7 +101,7 @@ mod tests {
                     _ => panic!("not a patch"),
                 })
                 .collect();
-            assert_eq!(flips[0], true);
+            assert!(flips[0]);
             assert!(flips.windows(2).all(|w| w[0] != w[1]));
             assert!(actions.windows(2).all(|w| w[0].at.0 < w[1].at.0));
             let pkgs = objs[0]["spec"]["packages"].as_object().unwrap();

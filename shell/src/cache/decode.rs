@@ -106,14 +106,16 @@ impl Undecodables {
 }
 
 /// Decodes one raw object into `K`, naming the JSON path of the first value that does not fit.
-pub fn decode<K: DeserializeOwned>(kind: &str, obj: &DynamicObject) -> Result<K, Undecodable> {
-    let fail = |path: String, error: String| Undecodable {
-        kind: kind.to_string(),
-        name: obj.name_any(),
-        uid: obj.metadata.uid.clone().unwrap_or_default(),
-        resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
-        path,
-        error,
+pub fn decode<K: DeserializeOwned>(kind: &str, obj: &DynamicObject) -> Result<K, Box<Undecodable>> {
+    let fail = |path: String, error: String| {
+        Box::new(Undecodable {
+            kind: kind.to_string(),
+            name: obj.name_any(),
+            uid: obj.metadata.uid.clone().unwrap_or_default(),
+            resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
+            path,
+            error,
+        })
     };
     let value = serde_json::to_value(obj).map_err(|e| fail(".".into(), e.to_string()))?;
     serde_path_to_error::deserialize(value).map_err(|e| {
@@ -142,7 +144,7 @@ where
             Some(k)
         }
         Err(u) => {
-            seen.report(u);
+            seen.report(*u);
             None
         }
     };

@@ -99,9 +99,9 @@ async fn job_of_stage(c: &Case, stage: &str) -> Result<String> {
         Ok(c.jobs(NW)
             .await?
             .into_iter()
-            .filter(|j| job_label(j, keys::LABEL_STAGE) == stage)
-            .filter(|j| j.metadata.deletion_timestamp.is_none())
-            .next_back()
+            .rfind(|j| {
+                job_label(j, keys::LABEL_STAGE) == stage && j.metadata.deletion_timestamp.is_none()
+            })
             .and_then(|j| j.metadata.uid))
     })
     .await

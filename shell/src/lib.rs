@@ -4,14 +4,19 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod args;
 pub mod cache;
+pub mod cleanup;
 pub mod cli;
+pub mod client;
 pub mod error;
+pub mod health;
 pub mod interpret;
 pub mod leader;
 pub mod logging;
 pub mod merge;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod operator;
 pub mod runner;
 pub mod server;

@@ -8,29 +8,35 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum_server::tls_rustls::RustlsConfig;
-use kube::Client;
 use nodewright_core::Options;
 use tokio::sync::{Mutex, watch};
 use tracing::{error, info, warn};
 
 use crate::cache::{self, Trigger};
+use crate::client::{self, Purpose, USER_AGENT_ENV};
+use crate::health::{self, Contact, PASS_STUCK_AFTER_ENV};
 use crate::interpret::{EventRecorder, Interpreter};
-use crate::leader::{self, LeaderConfig};
+use crate::leader::{self, Fence, LeaderConfig};
 use crate::metrics::Metrics;
-use crate::runner::Runner;
+use crate::metrics_auth::MetricsAuth;
+use crate::runner::{PassClock, Runner};
 use crate::server::{self, Health, WEBHOOK_PORT};
 use crate::trace::TraceRecorder;
 use crate::webhook::admission::ApiLookups;
-use crate::webhook::bootstrap::CertManager;
+use crate::webhook::bootstrap::{CertManager, CertSettings};
 use crate::webhook::{cert, tls};
 use crate::{logging, version};
 
-/// How often every replica re-checks the webhook certificate Secret and CA bundles.
+/// How often the replica re-reads fixed webhook certificate files (`WEBHOOK_CERT_DIR`).
 pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
 
-/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors or lost leadership, 2 on
-/// invalid options.
+/// Entry point: `--version`/`--help` print and exit 0; otherwise exit 0 after a clean shutdown,
+/// 1 on start-up errors, 2 on invalid options or arguments. Losing leadership does not end the
+/// process: it stops its passes and campaigns again.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::args::handle(std::env::args_os()) {
+        return code;
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let options = match Options::from_env(&env) {
         Ok(o) => o,
@@ -63,7 +69,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %e, "operator failed");
+            error!(error = %format!("{e:#}"), "operator failed");
             ExitCode::FAILURE
         }
     }
@@ -84,19 +90,51 @@ async fn run(
     env: BTreeMap<String, String>,
     (metrics_addr, probe_addr): (Option<std::net::SocketAddr>, Option<std::net::SocketAddr>),
 ) -> anyhow::Result<ExitCode> {
-    let client = Client::try_default().await?;
-    let cluster = version::check(&client).await;
+    let stuck_after = health::stuck_after(env.get(PASS_STUCK_AFTER_ENV).map(String::as_str))
+        .map_err(|e| anyhow::anyhow!("invalid operator options: {e}"))?;
     let identity = identity(&env);
-    info!(namespace = %options.namespace, identity = %identity, leader_election = options.leader_election,
-          webhooks = options.enable_webhooks, "starting nodewright-operator");
+    let agent = client::user_agent(env.get(USER_AGENT_ENV).map(String::as_str), &identity);
+    // Plain requests (bounded), watches (long reads), and the reconcile writer (fenced by the
+    // lease when leader election is on).
+    let client = client::build(Purpose::Request, &agent, None).await?;
+    let watch_client = client::build(Purpose::Watch, &agent, None).await?;
+    let fence = if options.leader_election {
+        Fence::closed()
+    } else {
+        Fence::always_open()
+    };
+    let writer = client::build(
+        Purpose::Request,
+        &agent,
+        options.leader_election.then(|| fence.clone()),
+    )
+    .await?;
+    let cluster = version::check(&client).await;
+    info!(namespace = %options.namespace, identity = %identity, user_agent = %agent,
+          leader_election = options.leader_election, webhooks = options.enable_webhooks,
+          pass_stuck_after_s = stuck_after.as_secs(), "starting nodewright-operator");
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     tokio::spawn(wait_for_signal(shutdown_tx));
 
     let metrics = Arc::new(Metrics::new(options.publish_legacy_metrics));
     let trigger = Trigger::default();
-    let (caches, _watch_tasks) = cache::start(&client, &options.namespace, &trigger);
-    let mut health = Health::default();
+    let (caches, _watch_tasks) = cache::start(&watch_client, &options.namespace, &trigger);
+    let (leading_tx, leading) = watch::channel(false);
+    let pass_clock = PassClock::default();
+    let contact = Contact::default();
+    tokio::spawn(health::track_contact(
+        client.clone(),
+        contact.clone(),
+        shutdown.clone(),
+    ));
+    let mut health = Health {
+        pass: pass_clock.clone(),
+        stuck_after,
+        contact,
+        leading: options.leader_election.then(|| leading.clone()),
+        ..Health::default()
+    };
     let (synced_tx, synced) = watch::channel(false);
     {
         // One waiter only: the stores' readiness futures do not reliably wake several waiters.
@@ -120,15 +158,22 @@ async fn run(
                 tokio::spawn(files.run(CERT_CHECK_PERIOD, shutdown.clone()));
             }
             None => {
+                let settings = CertSettings {
+                    service_name: options.webhook_service_name.clone(),
+                    url: options.webhook_url.clone(),
+                    validity: options.webhook_cert_validity,
+                    rotate_before: options.webhook_cert_rotate_before,
+                };
                 let manager = CertManager::new(
                     client.clone(),
                     &options.namespace,
                     &options.webhook_secret_name,
-                    &options.webhook_service_name,
+                    settings,
                     tls_config.clone(),
                 );
                 health.webhook = Some(manager.clone());
-                tokio::spawn(manager.run(CERT_CHECK_PERIOD, shutdown.clone()));
+                let period = manager.check_period();
+                tokio::spawn(manager.run(period, shutdown.clone()));
             }
         }
         let port = env
@@ -138,6 +183,7 @@ async fn run(
         let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
         let router = server::webhook_router(ApiLookups(client.clone()));
         tokio::spawn(server::serve_tls(
+            "webhook",
             addr,
             router,
             tls_config,
@@ -153,22 +199,21 @@ async fn run(
         ));
     }
     if let Some(addr) = metrics_addr {
-        tokio::spawn(server::serve_http(
-            "metrics",
-            addr,
-            server::metrics_router(metrics.clone()),
-            shutdown.clone(),
-        ));
+        serve_metrics(&client, &options, addr, metrics.clone(), shutdown.clone())?;
     }
 
-    let (leading_tx, leading) = watch::channel(false);
+    let (release_tx, release) = watch::channel(false);
     let leader_task = if options.leader_election {
         let config = LeaderConfig::new(&options.namespace, &identity);
+        let out = leader::Outputs {
+            leading: leading_tx,
+            fence,
+        };
         Some(tokio::spawn(leader::run(
             client.clone(),
             config,
-            leading_tx,
-            shutdown.clone(),
+            out,
+            release,
         )))
     } else {
         let _ = leading_tx.send(true);
@@ -197,9 +242,9 @@ async fn run(
         }
         None => None,
     };
-    let events = EventRecorder::new(client.clone(), &identity);
-    let interpreter = Interpreter::new(client.clone(), &options.namespace, events)
-        .with_node_cache(caches.nodes.clone());
+    let events = EventRecorder::new(writer.clone(), &identity);
+    let interpreter =
+        Interpreter::new(writer, &options.namespace, events).with_node_cache(caches.nodes.clone());
     let runner = Runner {
         caches,
         trigger,
@@ -210,19 +255,45 @@ async fn run(
         trace,
         synced,
         parsed: Default::default(),
+        pass_clock,
     };
     runner.run(leading.clone(), shutdown.clone()).await;
 
+    // Passes have stopped (the one in flight was cancelled): only now may the lease go.
+    let _ = release_tx.send(true);
+    if let Some(task) = leader_task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
     if *shutdown.borrow() {
         info!("shutting down");
-        if let Some(task) = leader_task {
-            let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
-        }
         tokio::time::sleep(Duration::from_millis(200)).await;
         return Ok(ExitCode::SUCCESS);
     }
-    warn!("leadership lost; exiting so the replica restarts as a candidate");
+    warn!("the pass loop ended without a shutdown request");
     Ok(ExitCode::FAILURE)
+}
+
+/// Plain HTTP metrics, or HTTPS with TokenReview/SubjectAccessReview checks (`METRICS_SECURE`).
+fn serve_metrics(
+    client: &kube::Client,
+    options: &Options,
+    addr: std::net::SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    if !options.metrics_secure {
+        let router = server::metrics_router(metrics);
+        tokio::spawn(server::serve_http("metrics", addr, router, shutdown));
+        return Ok(());
+    }
+    let (crt, key) = cert::self_signed_serving(&["localhost".to_string()])?;
+    let tls_config = RustlsConfig::from_config(tls::server_config(&crt, &key)?);
+    let auth = MetricsAuth::new(client.clone());
+    let router = server::secure_metrics_router(metrics, auth);
+    tokio::spawn(server::serve_tls(
+        "metrics", addr, router, tls_config, shutdown,
+    ));
+    Ok(())
 }
 
 async fn wait_for_signal(tx: watch::Sender<bool>) {

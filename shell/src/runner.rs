@@ -44,6 +44,8 @@ pub struct Runner {
     /// Node-state documents parsed in earlier passes, reused while their annotation text is
     /// unchanged (a pure memo: plans are identical with or without it).
     pub parsed: std::sync::Mutex<NodeStateCache>,
+    /// Start of the pass in flight (read by `/healthz`).
+    pub pass_clock: PassClock,
 }
 
 /// The wait before the next pass given this pass's outcome; `failures` counts consecutive
@@ -60,27 +62,79 @@ pub fn next_delay(plan: &Plan, report: &Report, failures: u32) -> Option<Duratio
     }
 }
 
+/// Why [`Runner::lead`] returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Shutdown,
+    Lost,
+}
+
+/// When the pass in flight started, shared with `/healthz` (liveness fails when a pass runs for
+/// too long, see `crate::server::Health`).
+#[derive(Clone, Debug, Default)]
+pub struct PassClock(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl PassClock {
+    /// How long the pass in flight has been running, if one is.
+    pub fn running_for(&self) -> Option<Duration> {
+        self.lock().map(|t| t.elapsed())
+    }
+
+    /// Marks a pass as started; the pass ends when the guard is dropped (also on cancellation).
+    pub fn start(&self) -> PassGuard {
+        *self.lock() = Some(Instant::now());
+        PassGuard(self.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Clears the [`PassClock`] when the pass ends or is cancelled.
+pub struct PassGuard(PassClock);
+
+impl Drop for PassGuard {
+    fn drop(&mut self) {
+        *self.0.lock() = None;
+    }
+}
+
 impl Runner {
-    /// Runs passes while `leading` is true, until `shutdown` turns true. Returns when leadership
-    /// is lost or on shutdown (after the running pass completed).
+    /// Runs passes while `leading` is true, until `shutdown` turns true. Losing leadership cancels
+    /// the pass in flight (effects not yet sent are dropped; the writes fence refuses any that
+    /// race) and waits to lead again. Shutdown also cancels the pass in flight, so the lease is
+    /// released only after passes stopped.
     pub async fn run(
         self,
         mut leading: watch::Receiver<bool>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        while !*leading.borrow() {
+        loop {
             tokio::select! {
-                _ = leading.changed() => {}
-                _ = shutdown.changed() => return,
+                r = leading.wait_for(|l| *l) => if r.is_err() { return; },
+                _ = shutdown.wait_for(|s| *s) => return,
             }
+            info!("waiting for caches to sync");
+            let mut synced = self.synced.clone();
+            tokio::select! {
+                r = synced.wait_for(|s| *s) => if r.is_err() { return; },
+                _ = shutdown.wait_for(|s| *s) => return,
+            }
+            info!("caches synced; starting passes");
+            if self.lead(&mut leading, &mut shutdown).await == Stop::Shutdown {
+                return;
+            }
+            warn!("leadership lost: passes stopped; standing by as a candidate");
         }
-        info!("waiting for caches to sync");
-        let mut synced = self.synced.clone();
-        tokio::select! {
-            r = synced.wait_for(|s| *s) => if r.is_err() { return; },
-            _ = shutdown.changed() => return,
-        }
-        info!("caches synced; starting passes");
+    }
+
+    /// The pass loop of one leadership term.
+    async fn lead(
+        &self,
+        leading: &mut watch::Receiver<bool>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Stop {
         let mut failures = 0u32;
         let mut delay: Option<Duration> = Some(Duration::ZERO);
         loop {
@@ -93,13 +147,21 @@ impl Runner {
             tokio::select! {
                 _ = self.trigger.wait() => {}
                 _ = sleep => {}
-                _ = shutdown.changed() => return,
-                _ = leading.changed() => {
-                    if !*leading.borrow() { return; }
-                }
+                _ = shutdown.wait_for(|s| *s) => return Stop::Shutdown,
+                _ = leading.wait_for(|l| !*l) => return Stop::Lost,
             }
             tokio::time::sleep(DEBOUNCE).await;
-            let (plan, report) = self.pass().await;
+            let (plan, report) = tokio::select! {
+                done = self.pass() => done,
+                _ = shutdown.wait_for(|s| *s) => {
+                    warn!("pass cancelled: shutting down; effects not yet sent are dropped");
+                    return Stop::Shutdown;
+                }
+                _ = leading.wait_for(|l| !*l) => {
+                    warn!("pass cancelled: leadership lost; effects not yet sent are dropped");
+                    return Stop::Lost;
+                }
+            };
             let failed = !plan.errors.is_empty() || !report.errors().is_empty();
             failures = if failed { failures + 1 } else { 0 };
             delay = next_delay(&plan, &report, failures);
@@ -109,6 +171,7 @@ impl Runner {
 
     /// One pass: snapshot, plan, apply; returns the plan and what applying it did.
     pub async fn pass(&self) -> (Plan, Report) {
+        let _running = self.pass_clock.start();
         let started = Instant::now();
         let snapshot = self.caches.snapshot(&self.cluster);
         let now = Timestamp::now();

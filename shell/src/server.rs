@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
@@ -16,7 +17,10 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
+use crate::health::{CONTACT_WINDOW, Contact, PASS_STUCK_AFTER};
 use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::metrics_auth::MetricsAuth;
+use crate::runner::PassClock;
 use crate::webhook::admission::{self, ApiLookups, Hook};
 use crate::webhook::bootstrap::CertManager;
 use crate::webhook::files::CertFiles;
@@ -24,8 +28,8 @@ use crate::webhook::files::CertFiles;
 /// Port the webhook server listens on (the Service maps 443 to it).
 pub const WEBHOOK_PORT: u16 = 9443;
 
-/// Readiness inputs.
-#[derive(Clone, Default)]
+/// Liveness and readiness inputs.
+#[derive(Clone)]
 pub struct Health {
     /// Watch caches completed their first list.
     pub caches_synced: Arc<AtomicBool>,
@@ -33,13 +37,61 @@ pub struct Health {
     pub webhook: Option<CertManager>,
     /// Fixed certificate files (`WEBHOOK_CERT_DIR`), when used instead of the Secret.
     pub webhook_files: Option<CertFiles>,
+    /// Start of the pass in flight.
+    pub pass: PassClock,
+    /// Liveness fails when a pass has run longer than this.
+    pub stuck_after: Duration,
+    /// Last successful apiserver answer.
+    pub contact: Contact,
+    /// Leadership, when leader election is on. It does not gate readiness: a standby is ready,
+    /// serves admission and takes over when the leader goes.
+    pub leading: Option<watch::Receiver<bool>>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            caches_synced: Arc::default(),
+            webhook: None,
+            webhook_files: None,
+            pass: PassClock::default(),
+            stuck_after: PASS_STUCK_AFTER,
+            contact: Contact::default(),
+            leading: None,
+        }
+    }
 }
 
 impl Health {
-    /// Ready when caches are synced and, with webhooks on, the certificate is served and trusted.
+    /// Live unless a pass has been running longer than `stuck_after`.
+    pub fn live(&self) -> Result<(), String> {
+        match self.pass.running_for() {
+            Some(d) if d > self.stuck_after => Err(format!(
+                "a pass has been running for {}s (bound {}s)",
+                d.as_secs(),
+                self.stuck_after.as_secs()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// "leader" or "standby" (for logs and tests; the metric `nodewright_operator_leader`
+    /// exposes the same).
+    pub fn role(&self) -> &'static str {
+        match &self.leading {
+            Some(l) if !*l.borrow() => "standby",
+            _ => "leader",
+        }
+    }
+
+    /// Ready when caches are synced, the apiserver answered within [`CONTACT_WINDOW`] and, with
+    /// webhooks on, the certificate is served and trusted. Leadership does not gate readiness.
     pub fn ready(&self) -> Result<(), &'static str> {
         if !self.caches_synced.load(Ordering::Relaxed) {
             return Err("caches not synced");
+        }
+        if !self.contact.within(CONTACT_WINDOW) {
+            return Err("no answer from the apiserver within the contact window");
         }
         if let Some(w) = &self.webhook
             && !w.is_ready()
@@ -74,7 +126,15 @@ pub fn parse_addr(text: &str) -> Result<Option<SocketAddr>, String> {
 /// The probe router.
 pub fn probe_router(health: Health) -> Router {
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
+        .route(
+            "/healthz",
+            get(|State(h): State<Health>| async move {
+                match h.live() {
+                    Ok(()) => (StatusCode::OK, "ok".to_string()),
+                    Err(why) => (StatusCode::INTERNAL_SERVER_ERROR, why),
+                }
+            }),
+        )
         .route(
             "/readyz",
             get(|State(h): State<Health>| async move {
@@ -97,6 +157,14 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
             }),
         )
         .with_state(metrics)
+}
+
+/// The metrics router behind authentication and authorization (`METRICS_SECURE`).
+pub fn secure_metrics_router(metrics: Arc<Metrics>, auth: MetricsAuth) -> Router {
+    metrics_router(metrics).layer(axum::middleware::from_fn_with_state(
+        auth,
+        crate::metrics_auth::require_metrics_access,
+    ))
 }
 
 /// The admission router (01-api.md §4.1 paths).
@@ -146,8 +214,9 @@ pub async fn serve_http(
     }
 }
 
-/// Serves the webhooks over TLS until shutdown; the certificate can be swapped in `tls`.
+/// Serves `router` over TLS until shutdown; the certificate can be swapped in `tls`.
 pub async fn serve_tls(
+    name: &'static str,
     addr: SocketAddr,
     router: Router,
     tls: RustlsConfig,
@@ -160,16 +229,16 @@ pub async fn serve_tls(
         stopper.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
     });
     if let Err(e) = std::net::TcpListener::bind(addr) {
-        error!(server = "webhook", %addr, error = %e, "cannot listen; exiting");
+        error!(server = name, %addr, error = %e, "cannot listen; exiting");
         std::process::exit(1);
     }
-    info!(server = "webhook", %addr, "listening (TLS)");
+    info!(server = name, %addr, "listening (TLS)");
     if let Err(e) = axum_server::bind_rustls(addr, tls)
         .handle(handle)
         .serve(router.into_make_service())
         .await
     {
-        warn!(server = "webhook", error = %e, "server failed");
+        warn!(server = name, error = %e, "server failed");
     }
 }
 
@@ -192,10 +261,47 @@ mod tests {
     }
 
     #[test]
-    fn readiness_needs_synced_caches() {
+    fn readiness_needs_synced_caches_and_apiserver_contact() {
         let h = Health::default();
+        h.contact.touch();
         assert!(h.ready().is_err());
         h.caches_synced.store(true, Ordering::Relaxed);
         assert!(h.ready().is_ok());
+        let lost = Health {
+            contact: Contact::default(),
+            ..h.clone()
+        };
+        assert_eq!(
+            lost.ready(),
+            Err("no answer from the apiserver within the contact window")
+        );
+    }
+
+    #[test]
+    fn a_standby_is_ready_and_says_so() {
+        let (_tx, rx) = watch::channel(false);
+        let h = Health {
+            leading: Some(rx),
+            ..Health::default()
+        };
+        h.caches_synced.store(true, Ordering::Relaxed);
+        h.contact.touch();
+        assert!(h.ready().is_ok());
+        assert_eq!(h.role(), "standby");
+    }
+
+    #[test]
+    fn liveness_fails_when_a_pass_runs_past_the_bound() {
+        let h = Health {
+            stuck_after: Duration::from_millis(20),
+            ..Health::default()
+        };
+        assert!(h.live().is_ok());
+        let running = h.pass.start();
+        assert!(h.live().is_ok());
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(h.live().is_err(), "stuck pass");
+        drop(running);
+        assert!(h.live().is_ok(), "a finished or cancelled pass clears it");
     }
 }

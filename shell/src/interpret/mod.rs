@@ -214,7 +214,7 @@ impl Interpreter {
                 Outcome::Skipped
             } else {
                 let span = effect_span(kind, effect.context());
-                self.apply_one(snapshot, effect).instrument(span).await
+                fenced_to_dropped(self.apply_one(snapshot, effect).instrument(span).await)
             };
             log_outcome(kind, effect, &outcome);
             scope.record(effect, outcome.ended());
@@ -313,6 +313,17 @@ impl Interpreter {
             }
             Effect::Event(spec) => self.events.emit(spec).await,
         }
+    }
+}
+
+/// A write the leadership fence refused did not happen and must not count as a failure: the
+/// replica is no longer the leader and the next leader re-decides.
+fn fenced_to_dropped(outcome: Outcome) -> Outcome {
+    match outcome {
+        Outcome::Failed(ShellError::Kube(e)) if crate::client::is_fenced(&e) => {
+            Outcome::Dropped(e.to_string())
+        }
+        other => other,
     }
 }
 

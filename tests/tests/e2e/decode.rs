@@ -30,7 +30,7 @@ async fn undecodable_nodewright_reported_and_skipped_others_reconciled() -> Resu
 async fn undecodable(c: &Case) -> Result<()> {
     let mut bad = c.nodewright(
         "und-bad",
-        json!({ "priority": 3_000_000_000u64, "packages": { "b": pkg("1.0.0", json!({})) } }),
+        json!({ "priority": 3_000_000_000u64, "packages": { "bad-pkg": pkg("1.0.0", json!({})) } }),
     );
     bad["metadata"]["labels"] = json!({ BYPASS: "true" });
     c.create(bad)
@@ -40,7 +40,7 @@ async fn undecodable(c: &Case) -> Result<()> {
     operator_ctl("restart").await?;
     c.create(c.nodewright(
         "und-good",
-        json!({ "packages": { "g": pkg("1.0.0", json!({})) } }),
+        json!({ "packages": { "good-pkg": pkg("1.0.0", json!({})) } }),
     ))
     .await?;
     c.wait_status("und-good", "complete", CONVERGE).await?;

@@ -27,3 +27,5 @@ mod lifecycle;
 mod ordering;
 #[path = "e2e/resilience.rs"]
 mod resilience;
+#[path = "e2e/webhook_limits.rs"]
+mod webhook_limits;

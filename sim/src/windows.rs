@@ -1,0 +1,121 @@
+//! Attributing replayed passes to named time windows, for example one window per end-to-end test,
+//! so a replay can say how many passes and effects each test exercised and which test diverged.
+
+use jiff::Timestamp;
+
+use crate::trace::PassSummary;
+
+/// A named window `[start, end)`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The window's name (a test name).
+    pub name: String,
+    /// Inclusive start.
+    pub start: Timestamp,
+    /// Exclusive end.
+    pub end: Timestamp,
+}
+
+/// Totals of the passes whose `now` fell in one window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WindowTotals {
+    /// Passes.
+    pub passes: u64,
+    /// Effects compared.
+    pub effects: u64,
+    /// Differing effects.
+    pub differ: u64,
+}
+
+/// Parses lines `<name> <start RFC 3339> <end RFC 3339>` (whitespace separated; blank lines and
+/// `#` comments skipped), naming the line of the first bad entry.
+pub fn parse_windows(text: &str) -> Result<Vec<Window>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, start, end] = fields[..] else {
+            return Err(format!(
+                "windows line {}: want `<name> <start> <end>`, got {line:?}",
+                i + 1
+            ));
+        };
+        let time = |s: &str| {
+            s.parse::<Timestamp>()
+                .map_err(|e| format!("windows line {}: {s:?}: {e}", i + 1))
+        };
+        out.push(Window {
+            name: name.to_string(),
+            start: time(start)?,
+            end: time(end)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Adds each pass of `log` to the window its `now` falls in (the first such window).
+pub fn attribute(windows: &[Window], log: &[PassSummary], totals: &mut [WindowTotals]) {
+    for p in log {
+        if let Some(i) = windows.iter().position(|w| w.start <= p.at && p.at < w.end) {
+            totals[i].passes += 1;
+            totals[i].effects += p.effects;
+            totals[i].differ += p.differ;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pass(at: &str, effects: u64, differ: u64) -> PassSummary {
+        PassSummary {
+            pass: 0,
+            at: at.parse().unwrap(),
+            effects,
+            differ,
+        }
+    }
+
+    #[test]
+    fn passes_are_counted_in_their_window_only() {
+        let w = parse_windows(
+            "# test windows\na 2026-01-01T00:00:00Z 2026-01-01T00:01:00Z\n\nb 2026-01-01T00:01:00Z 2026-01-01T00:02:00Z\n",
+        )
+        .unwrap();
+        let log = [
+            pass("2026-01-01T00:00:10Z", 3, 0),
+            pass("2026-01-01T00:01:00Z", 2, 1),
+            pass("2026-01-01T00:05:00Z", 9, 9),
+        ];
+        let mut totals = vec![WindowTotals::default(); 2];
+        attribute(&w, &log, &mut totals);
+        assert_eq!(
+            totals[0],
+            WindowTotals {
+                passes: 1,
+                effects: 3,
+                differ: 0
+            }
+        );
+        assert_eq!(
+            totals[1],
+            WindowTotals {
+                passes: 1,
+                effects: 2,
+                differ: 1
+            }
+        );
+    }
+
+    #[test]
+    fn a_bad_line_is_named() {
+        let e = parse_windows("a 2026-01-01T00:00:00Z\n").unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse_windows("a x 2026-01-01T00:00:00Z\n").unwrap_err();
+        assert!(e.contains("line 1") && e.contains("\"x\""), "{e}");
+    }
+}

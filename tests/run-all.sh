@@ -3,7 +3,9 @@
 # core purity, and (when the local control plane is available) the end-to-end suite.
 #
 # Usage: tests/run-all.sh            # everything
-#        NODEWRIGHT_SKIP_E2E=1 tests/run-all.sh   # skip the real-cluster suite
+#        NODEWRIGHT_SKIP_E2E=1 tests/run-all.sh   # skip the real-cluster suite (and the Helm
+#                                                 # checks that need a cluster)
+#        NODEWRIGHT_SKIP_HELM=1 tests/run-all.sh  # skip the Helm chart checks
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -22,11 +24,20 @@ if cargo tree -p nodewright-core -e normal --prefix none | grep -E '^(tokio|hype
   exit 1
 fi
 
-step "CRDs in chart/crds are up to date"
+step "CRDs in chart/files/crds are up to date"
 cargo run -q -p nodewright-crds --bin crdgen -- --check
 
 step "cargo test --workspace"
 cargo test --workspace
+
+if [ "${NODEWRIGHT_SKIP_HELM:-0}" != 1 ]; then
+  step "Helm chart: lint, golden renders, refused values, server-side dry-run, CRD upgrade"
+  if [ "${NODEWRIGHT_SKIP_E2E:-0}" = 1 ]; then
+    NODEWRIGHT_HELM_CLUSTER=0 tests/helm/render.sh
+  else
+    tests/helm/render.sh
+  fi
+fi
 
 if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ]; then
   step "local control plane smoke test (real kube-apiserver, Job controller, kwok)"

@@ -53,3 +53,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ .image.repository }}:{{ $tag }}
 {{- end -}}
 {{- end }}
+
+{{- /* "true" for a value the operator reads as true (true or "true"), else empty. */}}
+{{- define "chart.truthy" -}}
+{{- if eq (toString .) "true" }}true{{ end -}}
+{{- end }}

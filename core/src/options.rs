@@ -52,8 +52,18 @@ pub struct Options {
     pub webhook_secret_name: String,
     /// Webhook Service name (`WEBHOOK_SERVICE_NAME`).
     pub webhook_service_name: String,
+    /// Validity of self-minted webhook certificates (`WEBHOOK_CERT_VALIDITY`, ≥ 1m).
+    pub webhook_cert_validity: Duration,
+    /// Re-mint the webhook certificate this long before it expires
+    /// (`WEBHOOK_CERT_ROTATE_BEFORE`, ≥ 10s, less than the validity).
+    pub webhook_cert_rotate_before: Duration,
+    /// Base URL the webhook configurations dial instead of the Service (`WEBHOOK_URL`, e.g.
+    /// `https://127.0.0.1:9443` on a local control plane); its host goes into the certificate.
+    pub webhook_url: Option<String>,
     /// Metrics bind address (`METRICS_PORT`).
     pub metrics_addr: String,
+    /// Serve `/metrics` over HTTPS for authenticated, authorized callers only (`METRICS_SECURE`).
+    pub metrics_secure: bool,
     /// Probe bind address (`PROBE_PORT`).
     pub probe_addr: String,
     /// `json` or `console` (`LOG_ENCODER`).
@@ -109,7 +119,11 @@ impl Options {
                 "WEBHOOK_SERVICE_NAME",
                 "nodewright-operator-webhook-service",
             ),
+            webhook_cert_validity: p.duration("WEBHOOK_CERT_VALIDITY", "8760h", Some(60)),
+            webhook_cert_rotate_before: p.duration("WEBHOOK_CERT_ROTATE_BEFORE", "168h", Some(10)),
+            webhook_url: p.optional("WEBHOOK_URL"),
             metrics_addr: p.text("METRICS_PORT", ":8080"),
+            metrics_secure: p.boolean("METRICS_SECURE", false),
             probe_addr: p.text("PROBE_PORT", ":8081"),
             log_encoder: p.text("LOG_ENCODER", "json"),
             log_level: p.text("LOG_LEVEL", "info"),
@@ -145,6 +159,17 @@ impl Options {
                 "JOB_BACKOFF_LIMIT must be >= 0, got {}",
                 self.job_backoff_limit
             ));
+        }
+        if self.webhook_cert_rotate_before >= self.webhook_cert_validity {
+            errors.push(format!(
+                "WEBHOOK_CERT_ROTATE_BEFORE ({:?}) must be less than WEBHOOK_CERT_VALIDITY ({:?})",
+                self.webhook_cert_rotate_before, self.webhook_cert_validity
+            ));
+        }
+        if let Some(url) = &self.webhook_url
+            && !url.starts_with("https://")
+        {
+            errors.push(format!("WEBHOOK_URL must start with https://: {url:?}"));
         }
         let key = &self.runtime_required_taint.key;
         if key.contains('/') || key.len() > 53 {
@@ -335,6 +360,37 @@ mod tests {
         .unwrap();
         assert_eq!(o.job_stage_timeout, Duration::ZERO);
         assert_eq!(o.job_image_pull_grace, Duration::ZERO);
+    }
+
+    #[test]
+    fn options_webhook_cert_durations_and_url() {
+        let o = Options::default();
+        assert_eq!(
+            o.webhook_cert_validity,
+            Duration::from_secs(365 * 24 * 3600)
+        );
+        assert_eq!(
+            o.webhook_cert_rotate_before,
+            Duration::from_secs(7 * 24 * 3600)
+        );
+        assert!(!o.metrics_secure);
+        let o = Options::from_env(&env(&[
+            ("WEBHOOK_CERT_VALIDITY", "3m"),
+            ("WEBHOOK_CERT_ROTATE_BEFORE", "2m"),
+            ("WEBHOOK_URL", "https://127.0.0.1:9443"),
+            ("METRICS_SECURE", "true"),
+        ]))
+        .unwrap();
+        assert_eq!(o.webhook_cert_validity, Duration::from_secs(180));
+        assert_eq!(o.webhook_url.as_deref(), Some("https://127.0.0.1:9443"));
+        assert!(o.metrics_secure);
+        let err = Options::from_env(&env(&[
+            ("WEBHOOK_CERT_VALIDITY", "2m"),
+            ("WEBHOOK_CERT_ROTATE_BEFORE", "2m"),
+            ("WEBHOOK_URL", "http://x"),
+        ]))
+        .unwrap_err();
+        assert_eq!(err.0.len(), 2, "{err}");
     }
 
     #[test]

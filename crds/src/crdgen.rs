@@ -19,17 +19,17 @@ const NULLABLE_KEEP: &[&str] = &[
     "spec.drainConfig.gracePeriod",
 ];
 
-/// The NodeWright CRD as it is committed under `chart/crds/`.
+/// The NodeWright CRD as it is committed under `chart/files/crds/`.
 pub fn nodewright_crd() -> CustomResourceDefinition {
     post_process(NodeWright::crd())
 }
 
-/// The DeploymentPolicy CRD as it is committed under `chart/crds/`.
+/// The DeploymentPolicy CRD as it is committed under `chart/files/crds/`.
 pub fn deployment_policy_crd() -> CustomResourceDefinition {
     post_process(DeploymentPolicy::crd())
 }
 
-/// Every CRD with its file name under `chart/crds/`.
+/// Every CRD with its file name under `chart/files/crds/`.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("nodewright-crd.yaml", nodewright_crd()),

@@ -6,7 +6,7 @@ use nodewright_crds::crdgen;
 use serde_json::{Value, json};
 
 fn chart_dir() -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart/crds")
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart/files/crds")
 }
 
 fn schema(crd: &CustomResourceDefinition) -> Value {
@@ -34,10 +34,10 @@ fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
 fn crd_chart_files_are_current() {
     for (file, crd) in crdgen::all() {
         let committed = std::fs::read_to_string(chart_dir().join(file))
-            .unwrap_or_else(|e| panic!("chart/crds/{file}: {e}"));
+            .unwrap_or_else(|e| panic!("chart/files/crds/{file}: {e}"));
         assert!(
             committed == crdgen::to_yaml(&crd),
-            "chart/crds/{file} is stale: run `cargo run -p nodewright-crds --bin crdgen`"
+            "chart/files/crds/{file} is stale: run `cargo run -p nodewright-crds --bin crdgen`"
         );
     }
 }

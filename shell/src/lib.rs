@@ -4,7 +4,9 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod args;
 pub mod cache;
+pub mod cleanup;
 pub mod cli;
 pub mod client;
 pub mod error;
@@ -14,6 +16,7 @@ pub mod leader;
 pub mod logging;
 pub mod merge;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod operator;
 pub mod runner;
 pub mod server;

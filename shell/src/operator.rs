@@ -18,20 +18,25 @@ use crate::health::{self, Contact, PASS_STUCK_AFTER_ENV};
 use crate::interpret::{EventRecorder, Interpreter};
 use crate::leader::{self, Fence, LeaderConfig};
 use crate::metrics::Metrics;
+use crate::metrics_auth::MetricsAuth;
 use crate::runner::{PassClock, Runner};
 use crate::server::{self, Health, WEBHOOK_PORT};
 use crate::trace::TraceRecorder;
 use crate::webhook::admission::ApiLookups;
-use crate::webhook::bootstrap::CertManager;
+use crate::webhook::bootstrap::{CertManager, CertSettings};
 use crate::webhook::{cert, tls};
 use crate::{logging, version};
 
-/// How often every replica re-checks the webhook certificate Secret and CA bundles.
+/// How often the replica re-reads fixed webhook certificate files (`WEBHOOK_CERT_DIR`).
 pub const CERT_CHECK_PERIOD: Duration = Duration::from_secs(30);
 
-/// Entry point: exit 0 after a clean shutdown, 1 on start-up errors, 2 on invalid options.
-/// Losing leadership does not end the process: it stops its passes and campaigns again.
+/// Entry point: `--version`/`--help` print and exit 0; otherwise exit 0 after a clean shutdown,
+/// 1 on start-up errors, 2 on invalid options or arguments. Losing leadership does not end the
+/// process: it stops its passes and campaigns again.
 pub fn main() -> ExitCode {
+    if let Some(code) = crate::args::handle(std::env::args_os()) {
+        return code;
+    }
     let env: BTreeMap<String, String> = std::env::vars().collect();
     let options = match Options::from_env(&env) {
         Ok(o) => o,
@@ -64,7 +69,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %e, "operator failed");
+            error!(error = %format!("{e:#}"), "operator failed");
             ExitCode::FAILURE
         }
     }
@@ -153,15 +158,22 @@ async fn run(
                 tokio::spawn(files.run(CERT_CHECK_PERIOD, shutdown.clone()));
             }
             None => {
+                let settings = CertSettings {
+                    service_name: options.webhook_service_name.clone(),
+                    url: options.webhook_url.clone(),
+                    validity: options.webhook_cert_validity,
+                    rotate_before: options.webhook_cert_rotate_before,
+                };
                 let manager = CertManager::new(
                     client.clone(),
                     &options.namespace,
                     &options.webhook_secret_name,
-                    &options.webhook_service_name,
+                    settings,
                     tls_config.clone(),
                 );
                 health.webhook = Some(manager.clone());
-                tokio::spawn(manager.run(CERT_CHECK_PERIOD, shutdown.clone()));
+                let period = manager.check_period();
+                tokio::spawn(manager.run(period, shutdown.clone()));
             }
         }
         let port = env
@@ -171,6 +183,7 @@ async fn run(
         let addr = std::net::SocketAddr::from(([0, 0, 0, 0], port));
         let router = server::webhook_router(ApiLookups(client.clone()));
         tokio::spawn(server::serve_tls(
+            "webhook",
             addr,
             router,
             tls_config,
@@ -186,12 +199,7 @@ async fn run(
         ));
     }
     if let Some(addr) = metrics_addr {
-        tokio::spawn(server::serve_http(
-            "metrics",
-            addr,
-            server::metrics_router(metrics.clone()),
-            shutdown.clone(),
-        ));
+        serve_metrics(&client, &options, addr, metrics.clone(), shutdown.clone())?;
     }
 
     let (release_tx, release) = watch::channel(false);
@@ -263,6 +271,29 @@ async fn run(
     }
     warn!("the pass loop ended without a shutdown request");
     Ok(ExitCode::FAILURE)
+}
+
+/// Plain HTTP metrics, or HTTPS with TokenReview/SubjectAccessReview checks (`METRICS_SECURE`).
+fn serve_metrics(
+    client: &kube::Client,
+    options: &Options,
+    addr: std::net::SocketAddr,
+    metrics: Arc<Metrics>,
+    shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    if !options.metrics_secure {
+        let router = server::metrics_router(metrics);
+        tokio::spawn(server::serve_http("metrics", addr, router, shutdown));
+        return Ok(());
+    }
+    let (crt, key) = cert::self_signed_serving(&["localhost".to_string()])?;
+    let tls_config = RustlsConfig::from_config(tls::server_config(&crt, &key)?);
+    let auth = MetricsAuth::new(client.clone());
+    let router = server::secure_metrics_router(metrics, auth);
+    tokio::spawn(server::serve_tls(
+        "metrics", addr, router, tls_config, shutdown,
+    ));
+    Ok(())
 }
 
 async fn wait_for_signal(tx: watch::Sender<bool>) {

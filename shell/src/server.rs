@@ -19,6 +19,7 @@ use tracing::{error, info, warn};
 
 use crate::health::{CONTACT_WINDOW, Contact, PASS_STUCK_AFTER};
 use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::metrics_auth::MetricsAuth;
 use crate::runner::PassClock;
 use crate::webhook::admission::{self, ApiLookups, Hook};
 use crate::webhook::bootstrap::CertManager;
@@ -158,6 +159,14 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
         .with_state(metrics)
 }
 
+/// The metrics router behind authentication and authorization (`METRICS_SECURE`).
+pub fn secure_metrics_router(metrics: Arc<Metrics>, auth: MetricsAuth) -> Router {
+    metrics_router(metrics).layer(axum::middleware::from_fn_with_state(
+        auth,
+        crate::metrics_auth::require_metrics_access,
+    ))
+}
+
 /// The admission router (01-api.md §4.1 paths).
 pub fn webhook_router(lookups: ApiLookups) -> Router {
     let route = |hook: Hook| {
@@ -205,8 +214,9 @@ pub async fn serve_http(
     }
 }
 
-/// Serves the webhooks over TLS until shutdown; the certificate can be swapped in `tls`.
+/// Serves `router` over TLS until shutdown; the certificate can be swapped in `tls`.
 pub async fn serve_tls(
+    name: &'static str,
     addr: SocketAddr,
     router: Router,
     tls: RustlsConfig,
@@ -219,16 +229,16 @@ pub async fn serve_tls(
         stopper.graceful_shutdown(Some(std::time::Duration::from_secs(5)));
     });
     if let Err(e) = std::net::TcpListener::bind(addr) {
-        error!(server = "webhook", %addr, error = %e, "cannot listen; exiting");
+        error!(server = name, %addr, error = %e, "cannot listen; exiting");
         std::process::exit(1);
     }
-    info!(server = "webhook", %addr, "listening (TLS)");
+    info!(server = name, %addr, "listening (TLS)");
     if let Err(e) = axum_server::bind_rustls(addr, tls)
         .handle(handle)
         .serve(router.into_make_service())
         .await
     {
-        warn!(server = "webhook", error = %e, "server failed");
+        warn!(server = name, error = %e, "server failed");
     }
 }
 

@@ -4,8 +4,9 @@
 # Idempotent: a component whose versioned directory holds a finished build (.complete stamp)
 # is skipped; changing a pin in versions.env builds into a new directory.
 #
-# Usage: tests/cluster/build.sh [all|core|k8s|etcd|kwok|helm|chainsaw]...
+# Usage: tests/cluster/build.sh [all|core|k8s|etcd|kwok|helm|chainsaw|crane]...
 #   core = k8s etcd kwok (what up.sh needs); all (default) = core + helm + chainsaw.
+#   crane (packs the operator image, tests/image/build.sh) is built only when named.
 # Env:   NODEWRIGHT_BUILD_JOBS (default 2) = go build -p; NODEWRIGHT_SKIP_OPTIONAL=1 skips helm/chainsaw in "all".
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -146,6 +147,15 @@ build_chainsaw() {
   mark "$out" chainsaw
 }
 
+build_crane() {
+  local out=$CRANE_BIN
+  if done_ "$out"; then log "crane $CRANE_VERSION: cached in $out"; return; fi
+  log "crane $CRANE_VERSION: building into $out"
+  goinstall "$out" "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION" -ldflags="-s -w"
+  "$out/crane" version
+  mark "$out" crane
+}
+
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(all)
 start=$(date +%s)
 for t in "${targets[@]}"; do
@@ -153,7 +163,7 @@ for t in "${targets[@]}"; do
     all)  build_etcd; build_kwok; build_k8s
           if [ "${NODEWRIGHT_SKIP_OPTIONAL:-0}" != 1 ]; then build_helm; build_chainsaw; fi ;;
     core) build_etcd; build_kwok; build_k8s ;;
-    k8s|etcd|kwok|helm|chainsaw) "build_$t" ;;
+    k8s|etcd|kwok|helm|chainsaw|crane) "build_$t" ;;
     *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
   esac
 done

@@ -224,7 +224,7 @@ rules:
 EOF
 NODEWRIGHT_AUDIT_POLICY=$RUN/audit-policy.yaml "$ROOT/tests/cluster/up.sh" > /dev/null
 kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
-kc apply --server-side --force-conflicts -f chart/crds/ >/dev/null
+kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvidia.com >/dev/null
 cargo build -q -p nodewright-shell --bin nodewright-operator
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')

@@ -130,7 +130,7 @@ scale_say "$NODES nodes ready ${ready_s}s after the first create"
 # --- namespace, CRDs ---------------------------------------------------------------------------
 kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
 for _ in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
-kc apply --server-side --force-conflicts -f chart/crds/ >/dev/null
+kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvidia.com >/dev/null
 
 # --- the operator ------------------------------------------------------------------------------

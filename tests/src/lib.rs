@@ -1,1 +1,1 @@
-
+pub mod chart_values;

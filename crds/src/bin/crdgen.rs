@@ -1,11 +1,11 @@
-//! Writes `chart/crds/*.yaml` from the Rust types; `--check` fails when the files are stale.
+//! Writes `chart/files/crds/*.yaml` from the Rust types; `--check` fails when the files are stale.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let check = std::env::args().any(|a| a == "--check");
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../chart/crds");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../chart/files/crds");
     let mut stale = Vec::new();
     for (file, crd) in nodewright_crds::crdgen::all() {
         let path = dir.join(file);

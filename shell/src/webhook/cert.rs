@@ -1,6 +1,7 @@
 //! Self-signed webhook certificates like the Go operator's: an RSA-4096 CA (`O=NVIDIA,
 //! CN=webhooks-ca`) and an RSA-4096 leaf for the webhook Service, PEM, key in PKCS#1
 //! (`RSA PRIVATE KEY`) so any operator version can read the Secret (06-operations.md §2.6, D22).
+//! Validity is exact to the second (`WEBHOOK_CERT_VALIDITY`), so tests can rotate within minutes.
 
 use std::io::Read;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use rsa::pkcs8::{EncodePrivateKey, LineEnding};
 
 use crate::error::ShellError;
 
-/// Validity of minted certificates.
+/// Default validity of minted certificates (`WEBHOOK_CERT_VALIDITY`).
 pub const VALIDITY: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// RSA modulus size of minted keys (parity with the Go operator).
@@ -42,19 +43,25 @@ pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// Mints a new CA and serving certificate for `service` in `namespace`.
+/// Clock skew allowance: certificates are valid from this long before they are minted.
+const BACKDATE: jiff::SignedDuration = jiff::SignedDuration::from_secs(60);
+
+/// Mints a new CA and a serving certificate for `names` (DNS names or IP addresses; the first
+/// is the subject's CN), valid from a minute ago until `now + validity`.
 pub fn mint(
-    service: &str,
-    namespace: &str,
+    names: &[String],
     now: Timestamp,
     validity: Duration,
     bits: usize,
 ) -> Result<CertBundle, ShellError> {
     let err = |e: &dyn std::fmt::Display| ShellError::Certificate(e.to_string());
-    let not_after = day_start(
-        now.checked_add(jiff::SignedDuration::try_from(validity).map_err(|e| err(&e))?)
-            .map_err(|e| err(&e))?,
-    );
+    let first = names
+        .first()
+        .ok_or_else(|| ShellError::Certificate("no name for the serving certificate".into()))?;
+    let not_after = now
+        .checked_add(jiff::SignedDuration::try_from(validity).map_err(|e| err(&e))?)
+        .map_err(|e| err(&e))?;
+    let now = now - BACKDATE;
 
     let (_, ca_key) = rsa_key(bits)?;
     let mut ca = base_params(vec![], now, not_after)?;
@@ -70,11 +77,10 @@ pub fn mint(
     ];
     let issuer = CertifiedIssuer::self_signed(ca, ca_key).map_err(|e| err(&e))?;
 
-    let names = service_dns_names(service, namespace);
     let (leaf_rsa, leaf_key) = rsa_key(bits)?;
-    let mut leaf = base_params(names.clone(), now, not_after)?;
+    let mut leaf = base_params(names.to_vec(), now, not_after)?;
     leaf.distinguished_name
-        .push(DnType::CommonName, names[0].clone());
+        .push(DnType::CommonName, first.clone());
     leaf.key_usages = vec![
         KeyUsagePurpose::DigitalSignature,
         KeyUsagePurpose::KeyEncipherment,
@@ -94,12 +100,19 @@ pub fn mint(
 
 /// A short-lived (about a day) self-signed ECDSA certificate so the server can start before the Secret is read.
 pub fn placeholder() -> Result<(String, String), ShellError> {
+    self_signed_serving(&["foo.bar.svc".to_string()])
+}
+
+/// A self-signed ECDSA serving certificate for `names`, valid for a year (the HTTPS metrics
+/// endpoint's certificate, like controller-runtime's default; scrapers skip verification or
+/// pin it). Returns (certificate PEM, key PEM).
+pub fn self_signed_serving(names: &[String]) -> Result<(String, String), ShellError> {
     let key = KeyPair::generate().map_err(|e| ShellError::Certificate(e.to_string()))?;
     let now = Timestamp::now();
     let params = base_params(
-        vec!["foo.bar.svc".into()],
-        now,
-        now + jiff::SignedDuration::from_hours(24),
+        names.to_vec(),
+        now - BACKDATE,
+        now + jiff::SignedDuration::from_hours(24 * 365),
     )?;
     let cert = params
         .self_signed(&key)
@@ -115,10 +128,8 @@ fn base_params(
     let mut p =
         CertificateParams::new(names).map_err(|e| ShellError::Certificate(e.to_string()))?;
     p.distinguished_name = DistinguishedName::new();
-    let (y, m, d) = ymd(not_before)?;
-    p.not_before = rcgen::date_time_ymd(y, m, d);
-    let (y, m, d) = ymd(not_after)?;
-    p.not_after = rcgen::date_time_ymd(y, m, d);
+    p.not_before = offset_time(not_before)?;
+    p.not_after = offset_time(not_after)?;
     p.extended_key_usages = vec![
         ExtendedKeyUsagePurpose::ServerAuth,
         ExtendedKeyUsagePurpose::ClientAuth,
@@ -130,20 +141,10 @@ fn base_params(
     Ok(p)
 }
 
-/// The UTC day boundary at or before `t`; rcgen takes dates, so validity is day-aligned.
-pub fn day_start(t: Timestamp) -> Timestamp {
-    let date = t.to_zoned(jiff::tz::TimeZone::UTC).date();
-    date.to_zoned(jiff::tz::TimeZone::UTC)
-        .map(|z| z.timestamp())
-        .unwrap_or(t)
-}
-
-/// (year, month, day) of the UTC day containing `t`.
-fn ymd(t: Timestamp) -> Result<(i32, u8, u8), ShellError> {
-    let date = t.to_zoned(jiff::tz::TimeZone::UTC).date();
-    let month = u8::try_from(date.month()).map_err(|e| ShellError::Certificate(e.to_string()))?;
-    let day = u8::try_from(date.day()).map_err(|e| ShellError::Certificate(e.to_string()))?;
-    Ok((i32::from(date.year()), month, day))
+/// `t` to the second, as rcgen's time type.
+fn offset_time(t: Timestamp) -> Result<time::OffsetDateTime, ShellError> {
+    time::OffsetDateTime::from_unix_timestamp(t.as_second())
+        .map_err(|e| ShellError::Certificate(e.to_string()))
 }
 
 /// An RSA key as the rsa crate's key (for PKCS#1 export) and as an rcgen signing key.

@@ -37,7 +37,8 @@ mod tests {
     #[test]
     fn d22_minted_rsa_pkcs1_bundle_is_servable() {
         let now = jiff::Timestamp::now();
-        let b = cert::mint("svc", "ns", now, cert::VALIDITY, 2048).expect("mint");
+        let names = cert::service_dns_names("svc", "ns");
+        let b = cert::mint(&names, now, cert::VALIDITY, 2048).expect("mint");
         assert!(
             b.key_pem.starts_with("-----BEGIN RSA PRIVATE KEY-----"),
             "PKCS#1 like Go"

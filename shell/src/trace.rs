@@ -373,6 +373,10 @@ fn to_json<K: Serialize>(key: &Key, object: &K) -> AnyObject {
 }
 
 /// A minimal object carrying only the identity of a deleted one.
+fn spec_json<S: Default + Serialize>() -> Value {
+    serde_json::to_value(S::default()).unwrap_or_else(|_| serde_json::json!({}))
+}
+
 fn tombstone(key: &Key) -> Option<AnyObject> {
     let (kind, namespace, name) = key;
     let mut meta = serde_json::json!({"name": name});
@@ -381,8 +385,13 @@ fn tombstone(key: &Key) -> Option<AnyObject> {
     }
     let (api_version, kind) = api_version_kind(kind);
     let mut value = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
-    if matches!(kind, "NodeWright" | "DeploymentPolicy") {
-        value["spec"] = serde_json::json!({});
+    // A spec the simulator's typed reader accepts; only the key matters for a deletion.
+    match kind {
+        "NodeWright" => value["spec"] = spec_json::<nodewright_crds::nodewright::NodeWrightSpec>(),
+        "DeploymentPolicy" => {
+            value["spec"] = spec_json::<nodewright_crds::policy::DeploymentPolicySpec>()
+        }
+        _ => {}
     }
     Some(value)
 }
@@ -503,5 +512,15 @@ mod tests {
             assert_eq!(report.passes, 1);
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn deletion_tombstones_of_both_kinds_read_back_in_the_simulator() {
+        for kind in ["NodeWright", "DeploymentPolicy"] {
+            let object = tombstone(&(kind, String::new(), "gone".to_string())).expect("tombstone");
+            let line = serde_json::json!({"type": "watch", "at": "2026-01-01T00:00:00Z", "event": "DELETED", "object": object});
+            let records = nodewright_sim::trace::read_jsonl(line.to_string().as_bytes());
+            assert!(records.is_ok(), "{kind}: {records:?}");
+        }
     }
 }

@@ -67,6 +67,45 @@ pub fn attribute(windows: &[Window], log: &[PassSummary], totals: &mut [WindowTo
     }
 }
 
+/// The paths where two JSON values differ (`annotations."k"`, `state[0].set.stage`), each with both
+/// sides, at most `limit`; walked with an explicit stack, not recursion.
+pub fn json_differences(a: &serde_json::Value, b: &serde_json::Value, limit: usize) -> Vec<String> {
+    use serde_json::Value;
+    let mut out = Vec::new();
+    let mut stack = vec![(String::new(), Some(a), Some(b))];
+    while let Some((path, x, y)) = stack.pop() {
+        if out.len() >= limit {
+            break;
+        }
+        match (x, y) {
+            (Some(Value::Object(x)), Some(Value::Object(y))) => {
+                let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+                keys.sort();
+                keys.dedup();
+                for k in keys.into_iter().rev() {
+                    stack.push((format!("{path}.{k}"), x.get(k), y.get(k)));
+                }
+            }
+            (Some(Value::Array(x)), Some(Value::Array(y))) if x.len() == y.len() => {
+                for (i, (xi, yi)) in x.iter().zip(y).enumerate().rev() {
+                    stack.push((format!("{path}[{i}]"), Some(xi), Some(yi)));
+                }
+            }
+            (x, y) if x != y => {
+                let show = |v: Option<&Value>| v.map_or("(absent)".to_string(), Value::to_string);
+                out.push(format!(
+                    "{}: {} -> {}",
+                    path.trim_start_matches('.'),
+                    show(x),
+                    show(y)
+                ));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,6 +147,20 @@ mod tests {
                 effects: 2,
                 differ: 1
             }
+        );
+    }
+
+    #[test]
+    fn json_differences_name_the_changed_paths() {
+        let a = serde_json::json!({"annotations": {"c": null, "s": "complete"}, "unschedulable": false, "l": [1, 2]});
+        let b = serde_json::json!({"annotations": {"s": "complete"}, "unschedulable": null, "l": [1, 3]});
+        assert_eq!(
+            json_differences(&a, &b, 10),
+            [
+                "annotations.c: null -> (absent)",
+                "l[1]: 2 -> 3",
+                "unschedulable: false -> null"
+            ]
         );
     }
 

@@ -12,7 +12,7 @@ use nodewright_sim::operator::real_core;
 use nodewright_sim::scenario::{RunResult, Scenario};
 use nodewright_sim::time::show;
 use nodewright_sim::trace::{Divergence, replay_reader, write_jsonl};
-use nodewright_sim::windows::{WindowTotals, attribute, parse_windows};
+use nodewright_sim::windows::{WindowTotals, attribute, json_differences, parse_windows};
 
 /// Deterministic cluster simulator for the NodeWright core.
 #[derive(Parser)]
@@ -287,6 +287,11 @@ fn print_divergence(d: &Divergence) {
     let show =
         |v: &Option<serde_json::Value>| v.as_ref().map_or("(none)".into(), |v| v.to_string());
     println!("pass {} at {} effect #{}:", d.pass, d.at, d.index);
+    if let (Some(a), Some(b)) = (&d.recorded, &d.replayed) {
+        for line in json_differences(a, b, 10) {
+            println!("  differs at {line}  (recorded -> replayed)");
+        }
+    }
     println!("  recorded: {}", show(&d.recorded));
     println!("  replayed: {}", show(&d.replayed));
 }

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod admission;
+pub mod cycles;
 pub mod expect;
 pub mod explore;
 pub mod facts;

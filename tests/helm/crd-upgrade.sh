@@ -6,7 +6,10 @@
 #   3. `helm rollback` to revision 1 keeps both CRDs (the older schema is re-applied) and the
 #      NodeWright; the script reports whether the field is still served;
 #   4. a second `helm upgrade` serves the field again with the NodeWright's value;
-#   5. `helm uninstall` keeps both CRDs (`helm.sh/resource-policy: keep`).
+#   5. `helm uninstall` keeps both CRDs (`helm.sh/resource-policy: keep`);
+#   6. from a chart of the 0.1.0 layout (CRDs in crds/, never owned by the release), `helm upgrade`
+#      is refused ("invalid ownership metadata") and `helm upgrade --take-ownership` adopts and
+#      updates the CRDs.
 # The operator is not run (webhook.enable=false): only helm's handling of the CRDs is under test.
 # CRDs that already exist (applied with kubectl, as tests/e2e does) are adopted with
 # `--take-ownership --force-conflicts` (kubectl's field manager owns their fields) and left in
@@ -58,9 +61,10 @@ has_field() {
     | jq -e ".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties | has(\"$FIELD\")" >/dev/null
 }
 kept() { kc get crd "$NW" "$DP" -o jsonpath='{.items[*].metadata.annotations.helm\.sh/resource-policy}'; }
-# One replica and no PodDisruptionBudget: nothing runs the pod here, only the objects matter.
+# One replica and no PodDisruptionBudget: nothing runs the pod here, only the objects matter. No
+# post-delete cleanup hook either: nothing would run its Job (tests/helm/lifecycle.sh covers it).
 values=(--set controllerManager.replicas=1 --set controllerManager.podDisruptionBudget.minAvailable=null
-        --set webhook.enable=false)
+        --set webhook.enable=false --set cleanup.enable=false)
 nw_field() { kc get nodewright crd-upgrade -o jsonpath="{.spec.$FIELD}"; }
 
 t0=$(date +%s%N)
@@ -114,3 +118,28 @@ has_field || fail "helm uninstall changed the CRD"
 say "uninstall kept both CRDs"
 ms() { echo $(( ($2 - $1) / 1000000 )); }
 say "timings: install $(ms "$t0" "$t1") ms, upgrade $(ms "$t1" "$t2") ms, rollback $(ms "$t2" "$t3") ms, upgrade+uninstall $(ms "$t3" "$t4") ms"
+
+# From the 0.1.0 layout (CRDs in crds/, which helm installs once and never owns): the first upgrade
+# to this chart must adopt the CRDs. Without --take-ownership helm refuses; with it, it succeeds.
+if [ $created = 0 ]; then
+  say "CRDs existed before this script: the crds/-layout upgrade is not checked"
+  exit 0
+fi
+kc delete crd "$NW" "$DP" --timeout=60s >/dev/null || fail "deleting the CRDs before the crds/-layout check"
+legacy=$WORK/legacy
+cp -r "$WORK/prev" "$legacy"
+mv "$legacy/files/crds" "$legacy/crds"
+rm "$legacy/templates/crds.yaml"
+"$HELM" install "$REL" "$legacy" -n "$NS" "${values[@]}" >/dev/null || fail "helm install of the crds/-layout chart"
+kc get crd "$NW" "$DP" >/dev/null || fail "the crds/-layout chart did not install the CRDs"
+if out=$("$HELM" upgrade "$REL" chart/ -n "$NS" "${values[@]}" 2>&1); then
+  fail "helm upgrade from the crds/ layout adopted the CRDs without --take-ownership"
+fi
+grep -q "invalid ownership metadata" <<<"$out" || fail "unexpected refusal: $out"
+"$HELM" upgrade "$REL" chart/ -n "$NS" "${values[@]}" --take-ownership >/dev/null \
+  || fail "helm upgrade --take-ownership from the crds/ layout"
+has_field || fail "helm upgrade --take-ownership did not update the CRD"
+[ "$(kc get crd "$NW" -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}')" = "$REL" ] \
+  || fail "the CRD is not owned by the release after --take-ownership"
+[ "$(kept)" = "keep keep" ] || fail "adopted CRDs lack helm.sh/resource-policy: keep"
+say "upgrade from the crds/ layout: refused without --take-ownership, CRDs adopted and updated with it"

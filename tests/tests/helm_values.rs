@@ -20,8 +20,8 @@ fn chart_values_are_commented_schemad_and_tabled() {
     );
 }
 
-/// The operator container's literal env of one golden render (`valueFrom` entries are skipped).
-fn golden_env(name: &str) -> BTreeMap<String, String> {
+/// The operator container of one golden render.
+fn golden_container(name: &str) -> Value {
     let path = chart_dir().join(format!("../tests/helm/golden/{name}.yaml"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).expect("golden render parses");
@@ -29,9 +29,14 @@ fn golden_env(name: &str) -> BTreeMap<String, String> {
         .iter()
         .find(|d| d["kind"] == "Deployment")
         .unwrap_or_else(|| panic!("golden {name} renders no Deployment"));
-    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let container = deployment["spec"]["template"]["spec"]["containers"][0].clone();
     assert_eq!(container["name"], "manager", "golden {name}");
-    container["env"]
+    container
+}
+
+/// The operator container's literal env of one golden render (`valueFrom` entries are skipped).
+fn golden_env(name: &str) -> BTreeMap<String, String> {
+    golden_container(name)["env"]
         .as_array()
         .expect("env list")
         .iter()
@@ -95,4 +100,28 @@ fn chart_env_parses_as_operator_options() {
 
     let minimal = Options::from_env(&golden_env("minimal")).expect("minimal env");
     assert!(!minimal.leader_election && !minimal.enable_webhooks);
+}
+
+/// Computed resources follow 06-operations §2.4 (float math, truncated): limits cpu
+/// max(1000, 1.6·N·k) m, memory max(512, 0.8·N·k) Mi; requests cpu max(500, 0.8·N·k) m, memory
+/// max(256, 0.4·N) Mi; k = max(1, 0.4·P).
+#[test]
+fn chart_sizes_the_operator_from_node_and_package_estimates() {
+    for (golden, n, p, expected) in [
+        ("default", 1, 1, ["1000m", "512Mi", "500m", "256Mi"]),
+        // The spec's vector for N = 400, P = 5 (k = 2).
+        ("minimal", 400, 5, ["1280m", "640Mi", "640m", "256Mi"]),
+        // N = 700, P = 3: k = 1.2 is not an integer (1.6·700·1.2 = 1344).
+        ("fleet", 700, 3, ["1344m", "672Mi", "672m", "280Mi"]),
+    ] {
+        let r = &golden_container(golden)["resources"];
+        let got = [
+            &r["limits"]["cpu"],
+            &r["limits"]["memory"],
+            &r["requests"]["cpu"],
+            &r["requests"]["memory"],
+        ]
+        .map(|v| v.as_str().unwrap_or_default().to_string());
+        assert_eq!(got, expected, "golden {golden}: N = {n}, P = {p}");
+    }
 }

@@ -199,6 +199,18 @@ wait_until 60 "both replicas serve the Secret's certificate" \
   sh -c "[ \"\$(openssl s_client -connect 127.0.0.1:$WH_PORT </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256 | cut -d= -f2)\" = '$first' ] && [ \"\$(openssl s_client -connect 127.0.0.1:$((HELM_LC_PORT_BASE + 11)) </dev/null 2>/dev/null | openssl x509 -noout -fingerprint -sha256 | cut -d= -f2)\" = '$first' ]"
 say "certificate bootstrap: Secret minted, caBundle injected, both replicas serve $first"
 
+# The admission probe names this policy, so the NodeWright webhook reads it with the operator's
+# identity (get deploymentpolicies).
+kc create -f - >/dev/null <<EOF
+apiVersion: nodewright.nvidia.com/v1alpha1
+kind: DeploymentPolicy
+metadata: {name: lc-policy}
+spec:
+  default:
+    budget: {count: 1}
+    strategy: {fixed: {initialBatch: 1}}
+EOF
+
 # Admission traffic through the rotation: a server-side dry-run create of a NodeWright every 0.5 s
 # (mutating + validating webhooks), counted as ok/failed.
 admission_loop() {
@@ -210,6 +222,7 @@ kind: NodeWright
 metadata: {name: admission-probe}
 spec:
   nodeSelectors: {matchLabels: {helm.nodewright.test/none: "x"}}
+  deploymentPolicy: lc-policy
   packages: {probe: {version: 1.0.0, image: example.invalid/probe}}
 EOF
     then ok=$((ok + 1)); else failed=$((failed + 1)); fi
@@ -288,6 +301,7 @@ kind: NodeWright
 metadata: {name: admission-probe}
 spec:
   nodeSelectors: {matchLabels: {helm.nodewright.test/none: "x"}}
+  deploymentPolicy: lc-policy
   packages: {probe: {version: 1.0.0, image: example.invalid/probe}}
 EOF
 }

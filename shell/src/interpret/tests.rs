@@ -514,10 +514,15 @@ fn interrupt_job(rv: &str, marked: bool) -> Value {
            "spec": {"template": {}}})
 }
 
+/// An interrupt pod as a kubelet reports it: the `interrupt` init container carries the restart
+/// count; the main `done` container never started (a count there must not be read).
 fn pods_with_restarts(n: i32) -> Value {
     json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
-        {"metadata": {"name": "p"}, "status": {"containerStatuses": [
-            {"name": "interrupt", "restartCount": n, "ready": false, "image": "i", "imageID": ""}]}}]})
+        {"metadata": {"name": "p"}, "status": {
+            "initContainerStatuses": [
+                {"name": "interrupt", "restartCount": n, "ready": false, "image": "i", "imageID": ""}],
+            "containerStatuses": [
+                {"name": "done", "restartCount": 0, "ready": false, "image": "i", "imageID": ""}]}}]})
 }
 
 #[tokio::test]

@@ -99,8 +99,21 @@ async fn validate_nw(
     if !matches!(head.operation, Operation::Create | Operation::Update) {
         return allow;
     }
+    let mut repair = None;
     let objects = match envelope::objects::<NodeWright>(body) {
         Ok(o) => o,
+        // The stored object may not decode (written while the webhooks were off): an update that
+        // repairs it is checked as a new object (docs/operations.md).
+        Err(e) if head.operation == Operation::Update => match envelope::new_object(body) {
+            Ok(object) => {
+                repair = Some(e);
+                envelope::ObjectsRequest {
+                    object,
+                    old_object: None,
+                }
+            }
+            Err(_) => return allow.deny(e),
+        },
         Err(e) => return allow.deny(e),
     };
     let Some(new) = objects.object else {
@@ -113,9 +126,15 @@ async fn validate_nw(
         .unwrap_or_else(|| head.name.clone());
     let mut warnings = Vec::new();
     let checked = if head.operation == Operation::Update {
-        match objects.old_object {
-            Some(old) => validate_nodewright_update(&old, &new).map(|w| warnings = w),
-            None => return allow.deny("request carries no old object"),
+        match (objects.old_object, repair) {
+            (Some(old), _) => validate_nodewright_update(&old, &new).map(|w| warnings = w),
+            (None, Some(e)) => {
+                warnings.push(format!(
+                    "stored object: {e}; the update is checked as a new object"
+                ));
+                validate_nodewright(&new)
+            }
+            (None, None) => return allow.deny("request carries no old object"),
         }
     } else {
         validate_nodewright(&new)
@@ -370,6 +389,26 @@ mod tests {
         );
         let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
+    }
+
+    #[tokio::test]
+    async fn r4_4_update_repairing_an_undecodable_stored_object_is_checked_as_new() {
+        let old = nw(json!({"priority": 3_000_000_000u64, "packages": {}}));
+        let good = nw(json!({"priority": 5, "packages": {}}));
+        let body = review_of(
+            "NodeWright",
+            "nodewrights",
+            "UPDATE",
+            "nw",
+            good,
+            old.clone(),
+        );
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+        let still_bad = nw(json!({"priority": 3_000_000_001u64, "packages": {}}));
+        let body = review_of("NodeWright", "nodewrights", "UPDATE", "nw", still_bad, old);
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], false, "{out}");
     }
 
     #[tokio::test]

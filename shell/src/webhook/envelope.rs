@@ -95,6 +95,26 @@ pub fn objects<T: DeserializeOwned>(body: &[u8]) -> Result<ObjectsRequest<T>, St
         .map_err(|e| format!("cannot decode object: {e}"))
 }
 
+/// Only `request.object`; `oldObject` is skipped without being built.
+#[derive(Debug, Deserialize)]
+struct NewOnly<T> {
+    request: NewOnlyRequest<T>,
+}
+
+#[derive(Debug, Deserialize)]
+struct NewOnlyRequest<T> {
+    #[serde(default = "none")]
+    object: Option<T>,
+}
+
+/// Decodes only the request's new object as `T`: for an UPDATE whose stored object does not
+/// decode (written while the webhooks were off), so that the repair can still be checked.
+pub fn new_object<T: DeserializeOwned>(body: &[u8]) -> Result<Option<T>, String> {
+    serde_json::from_slice::<NewOnly<T>>(body)
+        .map(|o| o.request.object)
+        .map_err(|e| format!("cannot decode object: {e}"))
+}
+
 /// An allowing response to the request `uid` (what `AdmissionResponse::from(&request)` gives).
 pub fn allow(types: TypeMeta, uid: &str) -> AdmissionResponse {
     let mut response = AdmissionResponse::invalid("");

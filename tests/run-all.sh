@@ -7,6 +7,7 @@
 #                                                 # checks that need a cluster)
 #        NODEWRIGHT_SKIP_HELM=1 tests/run-all.sh  # skip the Helm chart checks
 #        NODEWRIGHT_SKIP_IMAGE=1 tests/run-all.sh # skip the operator image build and check
+#        NODEWRIGHT_SKIP_HELM_LIFECYCLE=1 tests/run-all.sh  # skip tests/helm/lifecycle.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -56,5 +57,9 @@ if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ]; then
   if [ -x tests/e2e/run.sh ]; then
     step "end-to-end suite against a real kube-apiserver"
     tests/e2e/run.sh
+  fi
+  if [ "${NODEWRIGHT_SKIP_HELM_LIFECYCLE:-0}" != 1 ]; then
+    step "Helm lifecycle: install, certificate rotation, rollout as the chart's ServiceAccount, metrics auth, upgrade, rollback, uninstall, RBAC vs audit log"
+    tests/helm/lifecycle.sh
   fi
 fi

@@ -1509,6 +1509,58 @@ fn d21_k22_rerun_deletion_asks_for_a_fresh_read_of_the_entry() {
     assert!(!check.holds(&later.nodes[0]));
 }
 
+/// Issue 13 finding 7: this pass's outcome write moved the entry onto the stage of a finished Job
+/// of an earlier cycle (T11: uninstall done -> uninstall-interrupt). The node holds the entry where
+/// the snapshot has it until that write lands (after the deletion), so the fresh-read check must
+/// confirm the recorded entry; checking the working one refused the deletion on every pass.
+#[test]
+fn d21_rerun_deletion_of_an_earlier_cycle_job_confirms_the_recorded_entry() {
+    let working = at_stage(Stage::Config, State::InProgress);
+    let recorded = at_stage(Stage::Apply, State::InProgress);
+    let old = processed(complete(
+        package_job(&demo(), "baz", Stage::Config, NODE, "earlier"),
+        0,
+    ));
+    let snap = one_node(&recorded, vec![old], vec![]);
+    let o = options();
+    let index = ExecutorIndex::build(&snap, &o);
+    let selected: BTreeSet<String> = [NODE.to_string()].into();
+    let sw = jobs::sweep_split(
+        &index,
+        &demo(),
+        &selected,
+        |_| Some(&working),
+        |_| Some(&recorded),
+        &o,
+    );
+    let Some(Effect::DeleteJob {
+        reason: DeletionReason::Rerun,
+        confirm: Some(check),
+        ..
+    }) = sw.effects.first()
+    else {
+        panic!(
+            "the earlier cycle's Job is deleted for the re-run: {:?}",
+            sw.effects
+        );
+    };
+    assert_eq!(check.stage, Stage::Apply);
+    assert!(
+        check.holds(&snap.nodes[0]),
+        "the node holds the recorded entry"
+    );
+    // Without the projection split the check asks for the working stage the node lacks.
+    let plain = sweep_of(&snap, &demo(), &working).effects;
+    let Some(Effect::DeleteJob {
+        confirm: Some(stale),
+        ..
+    }) = plain.first()
+    else {
+        panic!("{plain:?}");
+    };
+    assert!(!stale.holds(&snap.nodes[0]));
+}
+
 #[test]
 fn r5_4_non_genuine_failed_job_is_swept_and_rerun() {
     let state = at_stage(Stage::Apply, State::InProgress);

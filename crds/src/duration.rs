@@ -85,7 +85,8 @@ pub fn parse_go_duration(text: &str) -> Result<i64, DurationError> {
             .find(|(name, _)| *name == unit)
             .map(|(_, f)| *f)
             .ok_or_else(err)?;
-        total += value * factor / scale;
+        // Overflow is an invalid duration, as in Go (found by fuzzing: a debug-build panic).
+        total += value.checked_mul(factor).ok_or_else(err)? / scale;
         if total > i128::from(i64::MAX) + 1 {
             return Err(err());
         }
@@ -149,6 +150,7 @@ mod tests {
             "1..2s",
             "-",
             "9999999999h",
+            "99999999999999999999.999999999999999999h",
         ] {
             assert!(parse_go_duration(text).is_err(), "{text} should fail");
         }

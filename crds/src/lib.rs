@@ -7,6 +7,7 @@ pub mod crdgen;
 pub mod defaults;
 pub mod duration;
 pub mod keys;
+pub mod limits;
 pub mod names;
 pub mod node_state;
 pub mod nodewright;

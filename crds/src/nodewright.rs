@@ -60,6 +60,7 @@ pub struct NodeWrightSpec {
     pub interruption_budget: Option<InterruptionBudget>,
     /// The package graph, keyed by package name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = crate::limits::MAX_PACKAGES))]
     pub packages: BTreeMap<String, Package>,
     /// Tolerations added to every executor pod and to the node-eligibility check.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -129,9 +130,11 @@ pub struct Package {
     pub interrupt: Option<Interrupt>,
     /// Dependency name to dependency version.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = crate::limits::MAX_DEPENDS_ON))]
     pub depends_on: BTreeMap<String, String>,
     /// ConfigMap key or `*`-glob to the interrupt to run when that key changes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = crate::limits::MAX_CONFIG_INTERRUPTS))]
     pub config_interrupts: BTreeMap<String, Interrupt>,
     /// Configuration data copied into the package ConfigMap.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

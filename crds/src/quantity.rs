@@ -154,7 +154,9 @@ fn exponent_suffix(suffix: &str) -> Option<i64> {
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let value: i64 = digits.parse().ok()?;
+    // Bounded to 32 bits (the scale of Go's decimal type) so that exponent arithmetic cannot
+    // overflow; `1e9223372036854775807` used to overflow on normalization (found by fuzzing).
+    let value: i64 = i32::try_from(digits.parse::<i64>().ok()?).ok()?.into();
     Some(if negative { -value } else { value })
 }
 
@@ -384,8 +386,24 @@ mod tests {
     #[test]
     fn quantity_rejects_bad_syntax() {
         for text in [
-            "", "m", "1.2.3", "1x", "1Kb", "1 Gi", "1e", "1e1.5", "1ki", "--1", "1mi", "abc", ".",
-            "1e+", "Gi",
+            "",
+            "m",
+            "1.2.3",
+            "1x",
+            "1Kb",
+            "1 Gi",
+            "1e",
+            "1e1.5",
+            "1ki",
+            "--1",
+            "1mi",
+            "abc",
+            ".",
+            "1e+",
+            "Gi",
+            "1e9223372036854775807",
+            "10e2147483648",
+            "1e-2147483649",
         ] {
             assert!(parse_quantity(text).is_err(), "{text} should fail");
         }

@@ -14,6 +14,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::Api;
+use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::watcher;
@@ -25,6 +26,10 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::warn;
+
+pub mod decode;
+
+pub use decode::{Undecodable, Undecodables};
 
 /// Objects per list page of the initial (and every re-) list.
 pub const LIST_PAGE_SIZE: u32 = 100;
@@ -65,6 +70,8 @@ pub struct Caches {
     pub config_maps: Store<ConfigMap>,
     /// PodDisruptionBudgets cluster-wide.
     pub pdbs: Store<PodDisruptionBudget>,
+    /// NodeWrights and DeploymentPolicies the operator cannot decode (skipped, reported).
+    pub undecodable: Undecodables,
 }
 
 /// Starts one watcher + reflector per cache; each event that matters fires `trigger`.
@@ -76,22 +83,11 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
     let scheduled = all.clone().fields("spec.nodeName!=");
     let changed = Arc::new(Mutex::new(HashMap::new()));
 
-    let nodewrights = spawn(
-        &mut tasks,
-        Api::all(client.clone()),
-        all.clone(),
-        trigger,
-        strip_meta,
-        always,
-    );
-    let policies = spawn(
-        &mut tasks,
-        Api::all(client.clone()),
-        all.clone(),
-        trigger,
-        strip_meta,
-        always,
-    );
+    let undecodable = Undecodables::default();
+    let nodewrights =
+        spawn_decoded::<NodeWright>(&mut tasks, client, all.clone(), trigger, &undecodable);
+    let policies =
+        spawn_decoded::<DeploymentPolicy>(&mut tasks, client, all.clone(), trigger, &undecodable);
     let node_filter = move |n: &Node| node_changed(&changed, n);
     let nodes = spawn(
         &mut tasks,
@@ -149,6 +145,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         namespace: namespace.to_string(),
         config_maps,
         pdbs,
+        undecodable,
     };
     (caches, tasks)
 }
@@ -185,6 +182,39 @@ where
                 Event::Init | Event::InitApply(_) => false,
             };
             if fire {
+                trigger.fire();
+            }
+        })
+        .await;
+    }));
+    reader
+}
+
+/// Like [`spawn`] for a custom resource, but watched as raw JSON and decoded per object
+/// ([`decode`]): an object that does not decode is reported and left out of the store instead of
+/// failing the list page.
+fn spawn_decoded<K>(
+    tasks: &mut Vec<JoinHandle<()>>,
+    client: &Client,
+    config: watcher::Config,
+    trigger: &Trigger,
+    undecodable: &Undecodables,
+) -> Store<K>
+where
+    K: Resource<DynamicType = ()> + Default + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Send + Sync + 'static,
+{
+    let resource = ApiResource::erase::<K>(&());
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let (reader, writer) = reflector::store();
+    let trigger = trigger.clone();
+    let raw = watcher(api, config).default_backoff();
+    let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone())
+        .modify(strip_meta)
+        .reflect(writer);
+    tasks.push(tokio::spawn(async move {
+        drive(stream, move |event| {
+            if !matches!(event, Event::Init | Event::InitApply(_)) {
                 trigger.fire();
             }
         })
@@ -500,6 +530,7 @@ mod snapshot_tests {
             namespace: "nodewright".into(),
             config_maps,
             pdbs: reflector::store().0,
+            undecodable: Undecodables::default(),
         };
         let s = caches.snapshot(&ClusterInfo {
             server_version: Some((1, 35)),
@@ -562,6 +593,7 @@ mod scale {
             namespace: "nodewright".into(),
             config_maps: reflector::store().0,
             pdbs: reflector::store().0,
+            undecodable: Undecodables::default(),
         };
         let started = std::time::Instant::now();
         let s = caches.snapshot(&ClusterInfo::default());

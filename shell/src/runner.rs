@@ -195,6 +195,9 @@ impl Runner {
             None => None,
         };
         let report = self.interpreter.apply(&snapshot, &plan).await;
+        for undecodable in self.caches.undecodable.take_pending() {
+            self.interpreter.events.emit(&undecodable.event()).await;
+        }
         if let (Some(t), Some(n)) = (&self.trace, pass_no)
             && let Err(e) = t.lock().await.outcomes(n, &report)
         {

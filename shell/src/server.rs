@@ -7,13 +7,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
-use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{error, info, warn};
 
@@ -21,7 +20,7 @@ use crate::health::{CONTACT_WINDOW, Contact, PASS_STUCK_AFTER};
 use crate::metrics::{CONTENT_TYPE, Metrics};
 use crate::metrics_auth::MetricsAuth;
 use crate::runner::PassClock;
-use crate::webhook::admission::{self, ApiLookups, Hook};
+use crate::webhook::admission::{self, Hook, Lookups};
 use crate::webhook::bootstrap::CertManager;
 use crate::webhook::files::CertFiles;
 
@@ -167,12 +166,13 @@ pub fn secure_metrics_router(metrics: Arc<Metrics>, auth: MetricsAuth) -> Router
     ))
 }
 
-/// The admission router (01-api.md §4.1 paths).
-pub fn webhook_router(lookups: ApiLookups) -> Router {
+/// The admission router (01-api.md §4.1 paths). Bodies up to
+/// [`admission::MAX_REVIEW_BYTES`] are accepted; larger ones get HTTP 413.
+pub fn webhook_router<L: Lookups + Clone + 'static>(lookups: L) -> Router {
     let route = |hook: Hook| {
         post(
-            move |State(l): State<ApiLookups>, axum::Json(body): axum::Json<Value>| async move {
-                axum::Json(admission::review(hook, body, &l).await)
+            move |State(l): State<L>, body: axum::body::Bytes| async move {
+                axum::Json(admission::review(hook, &body, &l).await)
             },
         )
     };
@@ -185,6 +185,7 @@ pub fn webhook_router(lookups: ApiLookups) -> Router {
         .route(admission::MUTATE_POLICY, route(Hook::MutatePolicy))
         .route(admission::VALIDATE_POLICY, route(Hook::ValidatePolicy))
         .route("/healthz", get(|| async { "ok" }))
+        .layer(DefaultBodyLimit::max(admission::MAX_REVIEW_BYTES))
         .with_state(lookups)
 }
 

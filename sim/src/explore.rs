@@ -258,6 +258,9 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
             },
         });
     }
+    // Drawn last, so seeds without uninstall cycles keep their earlier scenarios.
+    let cycles = crate::cycles::uninstall_cycles(&mut rng, &mut objects, faults_stop + 120_000);
+    timeline.extend(cycles);
     let mut expect = Expect::default();
     if converge {
         for name in &names {

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod admission;
+pub mod cycles;
 pub mod expect;
 pub mod explore;
 pub mod facts;
@@ -22,4 +23,5 @@ pub mod store;
 pub mod time;
 pub mod timeline;
 pub mod trace;
+pub mod windows;
 pub mod world;

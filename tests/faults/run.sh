@@ -18,6 +18,7 @@
 # Env:   NODEWRIGHT_RUN (default /tmp/nodewright-faults), ETCD_PORT, ETCD_PEER_PORT,
 #        APISERVER_PORT, KCM_PORT, KWOK_PORT (tests/cluster/lib.sh), FAULTS_PROBE_PORT (first of two
 #        probe ports, default 18191), FAULTS_KILLS (20), FAULTS_OUTAGE (60 seconds),
+#        FAULTS_POD_SECONDS (20: how long each executor pod of the kill loop runs),
 #        NODEWRIGHT_FAULTS_KEEP=1 to leave everything running.
 # Output: one "RESULT <scenario> key=value ..." line per scenario on stdout, details on stderr;
 #         exit 1 if any assertion failed.
@@ -26,7 +27,7 @@ FAULTS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$FAULTS_DIR/../.." && pwd)
 : "${NODEWRIGHT_RUN:=/tmp/nodewright-faults}"
 : "${ETCD_PORT:=25790}" "${ETCD_PEER_PORT:=25800}" "${APISERVER_PORT:=8443}" "${KCM_PORT:=12257}" "${KWOK_PORT:=12247}"
-: "${FAULTS_PROBE_PORT:=18191}" "${FAULTS_KILLS:=20}" "${FAULTS_OUTAGE:=60}"
+: "${FAULTS_PROBE_PORT:=18191}" "${FAULTS_KILLS:=20}" "${FAULTS_OUTAGE:=60}" "${FAULTS_POD_SECONDS:=20}"
 export NODEWRIGHT_RUN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT KWOK_PORT
 # shellcheck source=../cluster/lib.sh
 . "$ROOT/tests/cluster/lib.sh"
@@ -134,6 +135,19 @@ start_sampler() {
   SAMPLER=$!
 }
 stop_sampler() { kill "$SAMPLER" 2>/dev/null || true; wait "$SAMPLER" 2>/dev/null || true; }
+# A slow kubelet: every executor pod of NodeWright $1 runs $2 (kwok's e2e.kwok/run-duration,
+# re-evaluated by kwok when the annotation is added) instead of 1 s, so that the rollout spans
+# many leadership terms.
+start_slow_pods() {
+  ( while :; do
+      names=$(kc -n "$NS" get pods -l "nodewright.nvidia.com/name=$1" -o json 2>/dev/null         | jq -r '.items[] | select(.metadata.annotations["e2e.kwok/run-duration"] == null) | .metadata.name')
+      # shellcheck disable=SC2086  # one name per word
+      [ -z "$names" ] || kc -n "$NS" annotate pods $names "e2e.kwok/run-duration=$2" >/dev/null 2>&1 || true
+      sleep 0.2
+    done ) &
+  SLOWER=$!
+}
+stop_slow_pods() { kill "$SLOWER" 2>/dev/null || true; wait "$SLOWER" 2>/dev/null || true; }
 max_cordoned() { sort -n "$RUN/cordon-$1.txt" | tail -1; }
 
 # Executor Job creations of NodeWright $1 in the audit log, one line per creation that succeeded:
@@ -152,7 +166,8 @@ check_jobs() { # nw scenario -> sets JOBS DUPS INTERRUPT_DUPS
   local all; all=$(job_creations "$1")
   JOBS=$(grep -c . <<< "$all" || true)
   DUPS=$(awk '{print $1, $2, $3}' <<< "$all" | sort | uniq -d | wc -l)
-  INTERRUPT_DUPS=$(awk '$6 == "True" {print $1, $2}' <<< "$all" | sort | uniq -d | wc -l)
+  # One interrupt per node: the three packages' reboots are merged into one interrupt Job.
+  INTERRUPT_DUPS=$(awk '$6 == "True" {print $1}' <<< "$all" | sort | uniq -d | wc -l)
   [ "$DUPS" = 0 ] || { fail "$2: duplicate Job creations:"; awk '{print $1, $2, $3}' <<< "$all" | sort | uniq -d >&2; }
   [ "$INTERRUPT_DUPS" = 0 ] || fail "$2: an interrupt ran twice on a node"
   [ "$JOBS" -gt 0 ] || fail "$2: no Job creation in the audit log"
@@ -179,12 +194,19 @@ acquired_at() {
       and .requestReceivedTimestamp > $t) | .requestReceivedTimestamp' "$AUDIT" | sort | head -1
 }
 iso_ms() { date -d "$1" +%s%3N; }
+# Time of the last successful Lease write by User-Agent $1 before time $2.
+last_lease_write_before() {
+  jq -r --arg ua "$1" --arg t "$2" 'select(.userAgent == $ua and .stage == "ResponseComplete"
+      and .objectRef.resource == "leases" and .objectRef.name == "'"$LEASE"'"
+      and (.verb == "update" or .verb == "create") and (.responseStatus.code // 0) < 300
+      and .requestReceivedTimestamp < $t) | .requestReceivedTimestamp' "$AUDIT" | sort | tail -1
+}
 
 # --- setup -------------------------------------------------------------------------------------
 cleanup() {
   local rc=$?
   set +e
-  stop_sampler 2>/dev/null
+  stop_sampler 2>/dev/null; stop_slow_pods 2>/dev/null
   if [ "${NODEWRIGHT_FAULTS_KEEP:-0}" = 1 ]; then
     log "leaving cluster and operators running (KUBECONFIG=$KUBECONFIG)"
   else
@@ -194,7 +216,7 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
-SAMPLER=
+SAMPLER= SLOWER=
 
 cd "$ROOT"
 "$ROOT/tests/cluster/down.sh" >/dev/null 2>&1 || true
@@ -263,25 +285,32 @@ failover() {
   stop_sampler
   t_acq=$(acquired_at "nodewright-faults-$s-${GEN[$s]}" "$id_s" "$t_stop")
   [ -n "$t_acq" ] || { fail "failover: no lease acquisition by $s in the audit log"; return; }
+  local t_renew after_renew before
+  t_renew=$(last_lease_write_before "$ua_l" "$t_stop")
+  after_renew=$(( $(iso_ms "$t_acq") - $(iso_ms "$t_renew") ))
+  before=$(jq -r --arg ua "$ua_l" 'select(.userAgent == $ua and .stage == "ResponseComplete"
+      and (.verb | IN("get", "list", "watch") | not)) | .verb' "$AUDIT" | grep -c . || true)
   writes=$(writes_after "$ua_l" "$t_acq")
   local n_writes; n_writes=$(grep -c . <<< "$writes" || true)
   [ "$n_writes" = 0 ] || { fail "failover: $n_writes writes by the old leader after takeover:"; echo "$writes" >&2; }
   alive "$l" || fail "failover: the old leader exited"
   [ "$(ready_code "$l")" = 200 ] || fail "failover: the old leader (standby now) is not ready"
   check_jobs failover failover; check_done failover failover
-  echo "RESULT failover takeover_ms_after_sigstop=$took acquired_at=$t_acq stopped_at=$t_stop old_leader_writes_after_takeover=$n_writes jobs_created=$JOBS duplicate_jobs=$DUPS max_cordoned=$MAXC old_leader_alive=$(alive "$l" && echo yes || echo no)"
+  echo "RESULT failover takeover_ms_after_sigstop=$took takeover_ms_after_last_renew=$after_renew lease_duration_ms=15000 acquired_at=$t_acq stopped_at=$t_stop old_leader_writes_total=$before old_leader_writes_after_takeover=$n_writes jobs_created=$JOBS duplicate_jobs=$DUPS max_cordoned=$MAXC old_leader_alive=$(alive "$l" && echo yes || echo no)"
 }
 
 killloop() {
   local i l kills=0 during=0 started
+  start_slow_pods killloop "${FAULTS_POD_SECONDS}s"
   nodewright killloop
   started=$(date +%s)
   start_sampler killloop
   for ((i = 1; i <= FAULTS_KILLS; i++)); do
     l=$(wait_leader 90) || { fail "killloop: no leader within 90 s (kill $i)"; break; }
-    # A random moment of this leader's term: 0.5 .. 4.5 s after it took the lease.
-    sleep "$(( RANDOM % 5 )).$(( RANDOM % 10 ))"
-    sleep 0.5
+    # A random moment of this leader's term: 0.2 .. 2.2 s after it took the lease (its first
+    # passes run right away: its caches synced while it was a standby).
+    sleep "$(( RANDOM % 2 )).$(( RANDOM % 10 ))"
+    sleep 0.2
     if [ "$(nw_status killloop)" != complete ]; then during=$((during + 1)); fi
     kill -KILL "${PID[$l]}"; kills=$((kills + 1))
     log "killloop: SIGKILL $i/$FAULTS_KILLS leader $l gen ${GEN[$l]} (pid ${PID[$l]}); Jobs so far: $(jobs_of killloop); status: $(nw_status killloop)"
@@ -289,7 +318,8 @@ killloop() {
   done
   wait_complete killloop 600 || fail "killloop: rollout not complete within 600 s after the last kill"
   sleep 5
-  stop_sampler
+  stop_sampler; stop_slow_pods
+  [ "$during" = "$FAULTS_KILLS" ] || fail "killloop: only $during of $kills kills happened during the rollout"
   check_jobs killloop killloop; check_done killloop killloop
   echo "RESULT killloop kills=$kills kills_during_rollout=$during jobs_created=$JOBS duplicate_jobs=$DUPS interrupt_twice=$INTERRUPT_DUPS max_cordoned=$MAXC rollout_s=$(( $(date +%s) - started )) status=$(nw_status killloop)"
 }
@@ -302,7 +332,11 @@ outage() { # component (kube-apiserver|etcd) pool
   pa=${PID[a]}; pb=${PID[b]}
   pid=$(pid_of "$comp") || { fail "$pool: $comp not running"; return; }
   log "$pool: stopping $comp (pid $pid) for ${FAULTS_OUTAGE} s with $(jobs_of "$pool") Jobs created"
+  # Stopped = gone: SIGTERM, SIGKILL if it is still shutting down after 5 s.
   kill -TERM "$pid"
+  for _ in $(seq 1 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  while [ -d "/proc/$pid" ]; do sleep 0.1; done
   t0=$(date +%s)
   while [ $(( $(date +%s) - t0 )) -lt "$FAULTS_OUTAGE" ]; do
     sleep 2
@@ -314,7 +348,9 @@ outage() { # component (kube-apiserver|etcd) pool
   done
   log "$pool: starting $comp again"
   NODEWRIGHT_AUDIT_POLICY=$RUN/audit-policy.yaml "$ROOT/tests/cluster/up.sh" > /dev/null
+  local t_up; t_up=$(date +%s)
   wait_complete "$pool" 300 || fail "$pool: rollout not complete within 300 s of recovery"
+  local recovered=$(( $(date +%s) - t_up ))
   sleep 5
   stop_sampler
   [ "$exited" = 0 ] && [ "${PID[a]}" = "$pa" ] && [ "${PID[b]}" = "$pb" ] && alive a && alive b \
@@ -323,7 +359,7 @@ outage() { # component (kube-apiserver|etcd) pool
   local r; r="$(ready_code a)/$(ready_code b)"
   [ "$r" = 200/200 ] || fail "$pool: readiness after recovery $r"
   check_jobs "$pool" "$pool"; check_done "$pool" "$pool"
-  echo "RESULT $pool outage_s=$FAULTS_OUTAGE operators_exited=$exited both_not_ready_during=$([ "$not_ready" = 3 ] && echo yes || echo no) ready_after=$r jobs_created=$JOBS duplicate_jobs=$DUPS max_cordoned=$MAXC status=$(nw_status "$pool")"
+  echo "RESULT $pool outage_s=$FAULTS_OUTAGE complete_s_after_restart=$recovered operators_exited=$exited both_not_ready_during=$([ "$not_ready" = 3 ] && echo yes || echo no) ready_after=$r jobs_created=$JOBS duplicate_jobs=$DUPS max_cordoned=$MAXC status=$(nw_status "$pool")"
 }
 
 for sc in "${scenarios[@]}"; do

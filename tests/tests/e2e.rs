@@ -15,6 +15,10 @@ mod support;
 
 #[path = "e2e/admission.rs"]
 mod admission;
+#[path = "e2e/cycles.rs"]
+mod cycles;
+#[path = "e2e/decode.rs"]
+mod decode;
 #[path = "e2e/failures.rs"]
 mod failures;
 #[path = "e2e/lifecycle.rs"]
@@ -23,3 +27,5 @@ mod lifecycle;
 mod ordering;
 #[path = "e2e/resilience.rs"]
 mod resilience;
+#[path = "e2e/webhook_limits.rs"]
+mod webhook_limits;

@@ -88,5 +88,5 @@ pub use outcome::{
 };
 pub use sweep::{
     Sweep, config_update_clear, invalidate_for_config_swap, reboot_reset, resume, suspend, sweep,
-    sweep_with,
+    sweep_split, sweep_with,
 };

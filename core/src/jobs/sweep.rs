@@ -91,10 +91,23 @@ fn is_stale_with(
 }
 
 /// The re-run deletion of a finished, processed Job whose entry this pass sees open at the
-/// Job's stage; the interpreter confirms that on a fresh read of the node first (D21, K22).
-fn delete_for_rerun(job: &ExecutorJob, entry: &PackageStatus) -> Effect {
+/// Job's stage; the interpreter confirms on a fresh read of the node that the entry is still
+/// what the snapshot shows (D21, K22). `recorded` is the entry as the snapshot holds it, before
+/// this pass's outcome writes: when one of those moved the entry onto the Job's stage (T11:
+/// uninstall done → uninstall-interrupt), the Job is a finished executor of an earlier cycle
+/// holding the deterministic name, and the fresh read must find the entry where the snapshot has
+/// it (its write comes after this deletion), not yet at the Job's stage.
+fn delete_for_rerun(
+    job: &ExecutorJob,
+    entry: &PackageStatus,
+    recorded: Option<&PackageStatus>,
+) -> Effect {
     let mut effect = delete(job, DeletionReason::Rerun);
-    if let (Effect::DeleteJob { confirm, .. }, Some(stage)) = (&mut effect, job.stage) {
+    let stage = match recorded {
+        Some(r) if Some(r.stage) != job.stage && r.state != Some(State::Complete) => Some(r.stage),
+        _ => job.stage,
+    };
+    if let (Effect::DeleteJob { confirm, .. }, Some(stage)) = (&mut effect, stage) {
         *confirm = Some(EntryCheck {
             nodewright: job.nodewright.clone(),
             node: job.node.clone(),
@@ -144,7 +157,23 @@ pub fn sweep_with<'s>(
     index: &ExecutorIndex,
     nw: &NodeWright,
     selected: &BTreeSet<String>,
+    state_of: impl Fn(&str) -> Option<&'s NodeState> + Copy,
+    options: &Options,
+) -> Sweep {
+    sweep_split(index, nw, selected, state_of, state_of, options)
+}
+
+/// [`sweep_with`] for a pass that already projected executor outcomes: `state_of` gives the
+/// working documents (after this pass's outcome writes), `recorded_of` the snapshot's. Decisions
+/// use the working entry; the D21 fresh-read check of a re-run deletion uses the recorded one, so
+/// a finished Job of an earlier cycle whose stage the entry only reaches through this pass's
+/// writes is deleted instead of being refused forever (issue 13 finding 7).
+pub fn sweep_split<'s, 'r>(
+    index: &ExecutorIndex,
+    nw: &NodeWright,
+    selected: &BTreeSet<String>,
     state_of: impl Fn(&str) -> Option<&'s NodeState>,
+    recorded_of: impl Fn(&str) -> Option<&'r NodeState>,
     options: &Options,
 ) -> Sweep {
     let mut out = Sweep::default();
@@ -171,7 +200,8 @@ pub fn sweep_with<'s>(
             if should_delete_finished_with(job, entry, nw, &fps, options)
                 && let Some(entry) = entry
             {
-                out.effects.push(delete_for_rerun(job, entry));
+                let recorded = recorded_of(&job.node).and_then(|s| entry_of(job, s));
+                out.effects.push(delete_for_rerun(job, entry, recorded));
             }
         } else if !job.invalid && is_stale_with(job, entry, nw, &fps, options) {
             out.effects

@@ -30,7 +30,14 @@ fn same_interrupt(a: &Interrupt, b: &Interrupt) -> bool {
 }
 
 /// Shell-style glob: `*` any run of non-`/`, `?` one non-`/`, `[...]` a class; else literal.
+/// A malformed pattern, or one with more `*` than
+/// [`nodewright_crds::limits::MAX_GLOB_WILDCARDS`] (admission rejects those; the matcher
+/// recurses once per wildcard), is compared literally.
 pub fn glob_match(pattern: &str, text: &str) -> bool {
+    let wildcards = pattern.bytes().filter(|b| *b == b'*').count();
+    if wildcards > nodewright_crds::limits::MAX_GLOB_WILDCARDS {
+        return pattern == text;
+    }
     glob::Pattern::new(pattern)
         .map(|p| {
             p.matches_with(

@@ -376,7 +376,17 @@ pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
         .iter()
         .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
         .collect();
-    let result = crate::jobs::sweep(&ctx.index, v.nw, &selected, &states, ctx.opts);
+    // The snapshot's documents: the D21 check of a re-run deletion confirms those, not this
+    // pass's projected outcome writes (they are written after the deletion).
+    let recorded = |n: &str| v.parsed.get(n).and_then(|d| d.as_ref().ok()).map(|c| &**c);
+    let result = crate::jobs::sweep_split(
+        &ctx.index,
+        v.nw,
+        &selected,
+        |n| states.get(n),
+        recorded,
+        ctx.opts,
+    );
     for e in result.effects {
         if let crate::effect::Effect::DeleteJob { name, .. } = &e {
             ctx.cleared.insert(name.clone());

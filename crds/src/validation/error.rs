@@ -148,6 +148,55 @@ pub enum ValidationError {
     /// Check 4l: negative `stageTimeout`.
     #[error("package {0:?}: stageTimeout must be greater than or equal to 0")]
     StageTimeoutNegative(String),
+    /// Size bound (docs/operations.md "Webhook limits"): too many packages.
+    #[error("spec.packages has {count} entries; at most {max} are allowed")]
+    TooManyPackages {
+        /// Entries in `spec.packages`.
+        count: usize,
+        /// [`crate::limits::MAX_PACKAGES`].
+        max: usize,
+    },
+    /// Size bound: a package's map field (`dependsOn`, `configInterrupts`) has too many entries.
+    #[error("package {key:?}: {field} has {count} entries; at most {max} are allowed")]
+    TooManyEntries {
+        /// Package key (clipped).
+        key: String,
+        /// `dependsOn` or `configInterrupts`.
+        field: &'static str,
+        /// Entries in the field.
+        count: usize,
+        /// The bound in [`crate::limits`].
+        max: usize,
+    },
+    /// Size bound: matching every `configInterrupts` glob against every `configMap` key would
+    /// take too many glob checks.
+    #[error(
+        "package {key:?}: {globs} configInterrupts globs × {keys} configMap keys = {checks} glob checks; at most {max} are allowed"
+    )]
+    TooManyGlobChecks {
+        /// Package key (clipped).
+        key: String,
+        /// `configInterrupts` entries that are globs.
+        globs: usize,
+        /// `configMap` entries.
+        keys: usize,
+        /// `globs × keys`.
+        checks: usize,
+        /// [`crate::limits::MAX_GLOB_CHECKS`].
+        max: usize,
+    },
+    /// Size bound: a `configInterrupts` glob with too many `*` wildcards.
+    #[error(
+        "error config interrupt glob {pattern:?} has {wildcards} '*' wildcards; at most {max} are allowed"
+    )]
+    ConfigInterruptGlobTooComplex {
+        /// The glob (clipped).
+        pattern: String,
+        /// Its `*` count.
+        wildcards: usize,
+        /// [`crate::limits::MAX_GLOB_WILDCARDS`].
+        max: usize,
+    },
     /// Check 5: a `dependsOn` value is empty.
     #[error(
         "error trying to validate nodewright spec building graph: DependsOn version is empty for [{0}]"

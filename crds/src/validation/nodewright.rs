@@ -7,6 +7,7 @@
 
 use crate::NodeWright;
 use crate::duration::GoDuration;
+use crate::limits;
 use crate::nodewright::{DrainConfig, InterruptionBudget, NodeWrightSpec, Package};
 use crate::selector;
 
@@ -21,6 +22,7 @@ pub fn validate_nodewright(nw: &NodeWright) -> Result<(), ValidationError> {
 
 /// [`validate_nodewright`] on a bare spec.
 pub fn validate_spec(spec: &NodeWrightSpec) -> Result<(), ValidationError> {
+    check_sizes(spec)?;
     check_decode(spec)?;
     if let Some(budget) = &spec.interruption_budget {
         check_budget(budget)?;
@@ -39,6 +41,57 @@ pub fn validate_spec(spec: &NodeWrightSpec) -> Result<(), ValidationError> {
         package::check_package(key, pkg)?;
     }
     graph::check_graph(&spec.packages)
+}
+
+/// The size bounds of [`crate::limits`], checked before anything walks the maps.
+fn check_sizes(spec: &NodeWrightSpec) -> Result<(), ValidationError> {
+    if spec.packages.len() > limits::MAX_PACKAGES {
+        return Err(ValidationError::TooManyPackages {
+            count: spec.packages.len(),
+            max: limits::MAX_PACKAGES,
+        });
+    }
+    for (key, pkg) in &spec.packages {
+        let fields = [
+            ("dependsOn", pkg.depends_on.len(), limits::MAX_DEPENDS_ON),
+            (
+                "configInterrupts",
+                pkg.config_interrupts.len(),
+                limits::MAX_CONFIG_INTERRUPTS,
+            ),
+        ];
+        if let Some((field, count, max)) = fields.into_iter().find(|(_, n, max)| n > max) {
+            return Err(ValidationError::TooManyEntries {
+                key: limits::clip(key, 64),
+                field,
+                count,
+                max,
+            });
+        }
+        check_glob_work(key, pkg)?;
+    }
+    Ok(())
+}
+
+/// [`limits::MAX_GLOB_CHECKS`]: check 4d tries each glob against the `configMap` keys.
+fn check_glob_work(key: &str, pkg: &Package) -> Result<(), ValidationError> {
+    let globs = pkg
+        .config_interrupts
+        .keys()
+        .filter(|k| k.contains('*') && !pkg.config_map.contains_key(*k))
+        .count();
+    let keys = pkg.config_map.len();
+    let checks = globs.saturating_mul(keys);
+    if checks > limits::MAX_GLOB_CHECKS {
+        return Err(ValidationError::TooManyGlobChecks {
+            key: limits::clip(key, 64),
+            globs,
+            keys,
+            checks,
+            max: limits::MAX_GLOB_CHECKS,
+        });
+    }
+    Ok(())
 }
 
 /// Durations and quantities must parse (the Go webhook fails to decode the object otherwise).

@@ -2,6 +2,7 @@
 
 use glob::{MatchOptions, Pattern};
 
+use crate::limits;
 use crate::nodewright::{Package, ResourceRequirements};
 use crate::quantity::{Q, parse_quantity};
 use crate::version;
@@ -69,6 +70,14 @@ fn check_config_interrupts(pkg: &Package) -> Result<(), ValidationError> {
         if !pattern.contains('*') {
             return Err(ValidationError::ConfigInterruptKey(pattern.clone()));
         }
+        let wildcards = wildcard_count(pattern);
+        if wildcards > limits::MAX_GLOB_WILDCARDS {
+            return Err(ValidationError::ConfigInterruptGlobTooComplex {
+                pattern: limits::clip(pattern, 64),
+                wildcards,
+                max: limits::MAX_GLOB_WILDCARDS,
+            });
+        }
         if !pkg.config_map.keys().any(|k| glob_matches(pattern, k)) {
             return Err(ValidationError::ConfigInterruptGlob(pattern.clone()));
         }
@@ -76,9 +85,18 @@ fn check_config_interrupts(pkg: &Package) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// Shell-filename matching: `*` matches any run of characters except `/`; a malformed pattern
-/// matches nothing.
+/// The number of `*` in a glob.
+fn wildcard_count(pattern: &str) -> usize {
+    pattern.bytes().filter(|b| *b == b'*').count()
+}
+
+/// Shell-filename matching: `*` matches any run of characters except `/`; a malformed pattern,
+/// or one with more than [`limits::MAX_GLOB_WILDCARDS`] wildcards, matches nothing (the matcher
+/// recurses once per wildcard).
 pub fn glob_matches(pattern: &str, key: &str) -> bool {
+    if wildcard_count(pattern) > limits::MAX_GLOB_WILDCARDS {
+        return false;
+    }
     let options = MatchOptions {
         case_sensitive: true,
         require_literal_separator: true,

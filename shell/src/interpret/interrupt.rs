@@ -91,11 +91,12 @@ fn job_may_end(job: &Job, uid: &str, resource_version: Option<&str>) -> Result<(
     Ok(())
 }
 
-/// Highest restart count of the interrupt container among live pods.
+/// Highest restart count of the interrupt container among live pods. The interrupt runs as the
+/// pod's init container (03 §2), so its count is in `initContainerStatuses` (D18, 04 §8.10).
 fn max_interrupt_restarts(pods: &[Pod]) -> i32 {
     pods.iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter_map(|p| p.status.as_ref()?.container_statuses.as_ref())
+        .filter_map(|p| p.status.as_ref()?.init_container_statuses.as_ref())
         .flatten()
         .filter(|c| c.name == INTERRUPT_CONTAINER)
         .map(|c| c.restart_count)

@@ -514,10 +514,15 @@ fn interrupt_job(rv: &str, marked: bool) -> Value {
            "spec": {"template": {}}})
 }
 
+/// An interrupt pod as a kubelet reports it: the `interrupt` init container carries the restart
+/// count; the main `done` container never started (a count there must not be read).
 fn pods_with_restarts(n: i32) -> Value {
     json!({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": [
-        {"metadata": {"name": "p"}, "status": {"containerStatuses": [
-            {"name": "interrupt", "restartCount": n, "ready": false, "image": "i", "imageID": ""}]}}]})
+        {"metadata": {"name": "p"}, "status": {
+            "initContainerStatuses": [
+                {"name": "interrupt", "restartCount": n, "ready": false, "image": "i", "imageID": ""}],
+            "containerStatuses": [
+                {"name": "done", "restartCount": 0, "ready": false, "image": "i", "imageID": ""}]}}]})
 }
 
 #[tokio::test]
@@ -1616,4 +1621,33 @@ async fn d14_patch_job_uid_mismatch_as_the_real_apiserver_answers_it_is_dropped(
         Outcome::Dropped(_)
     ));
     task.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fenced_write_is_dropped_without_reaching_the_apiserver() {
+    use tower::Layer;
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let fence = crate::leader::Fence::closed();
+    let guarded = crate::client::GuardLayer::new(Some(fence), None).layer(service);
+    let i = interpreter(Client::new(guarded, "default"));
+    let plan = Plan {
+        effects: vec![Effect::DeleteConfigMap {
+            name: "cm".into(),
+            uid: "cu".into(),
+            reason: DeletionReason::UninstallCleanup,
+        }],
+        ..Plan::default()
+    };
+    let report = i.apply(&Snapshot::default(), &plan).await;
+    assert_eq!(report.count("dropped"), 1, "{report:?}");
+    assert!(
+        report.errors().is_empty(),
+        "a fenced write is not a failure"
+    );
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(50), handle.next_request())
+            .await
+            .is_err(),
+        "nothing was sent"
+    );
 }

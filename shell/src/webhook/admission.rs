@@ -5,16 +5,16 @@ use std::future::Future;
 
 use kube::Client;
 use kube::api::{Api, ListParams};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionResponse, Operation};
 use nodewright_crds::defaults::default_policy;
 use nodewright_crds::validation::{
     validate_nodewright, validate_nodewright_update, validate_policy, validate_policy_delete,
     validate_policy_reference,
 };
 use nodewright_crds::{DeploymentPolicy, NodeWright};
-use serde::de::DeserializeOwned;
 use serde_json::Value;
+
+use super::envelope::{self, HeadRequest};
 
 /// The four webhook paths (01-api.md §4.1).
 pub const MUTATE_NODEWRIGHT: &str = "/mutate-nodewright-nvidia-com-v1alpha1-nodewright";
@@ -68,57 +68,73 @@ impl Lookups for ApiLookups {
     }
 }
 
-/// Answers one AdmissionReview (JSON in, JSON out).
-pub async fn review(hook: Hook, body: Value, lookups: &impl Lookups) -> Value {
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_value(body) {
-        Ok(r) => r,
-        Err(e) => {
-            return into_json(AdmissionResponse::invalid(format!(
-                "malformed AdmissionReview: {e}"
-            )));
-        }
+/// The largest AdmissionReview body the webhook server accepts: an UPDATE review carries the
+/// object twice, and etcd's recommended largest request is 10 MiB (docs/operations.md
+/// "Webhook limits").
+pub const MAX_REVIEW_BYTES: usize = 32 * 1024 * 1024;
+
+/// Answers one AdmissionReview (JSON bytes in, JSON out). The body is decoded straight into
+/// the typed objects; a body that is not a review is answered, never dropped.
+pub async fn review(hook: Hook, body: &[u8], lookups: &impl Lookups) -> Value {
+    let (types, head) = match envelope::head(body) {
+        Ok(h) => h,
+        Err(e) => return into_json(AdmissionResponse::invalid(e)),
     };
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(e) => return into_json(AdmissionResponse::invalid(format!("no request: {e}"))),
-    };
+    let allow = envelope::allow(types, &head.uid);
     let response = match hook {
-        Hook::MutateNodeWright => AdmissionResponse::from(&request),
-        Hook::ValidateNodeWright => validate_nw(&request, lookups).await,
-        Hook::MutatePolicy => mutate_policy(&request),
-        Hook::ValidatePolicy => validate_dp(&request, lookups).await,
+        Hook::MutateNodeWright => allow,
+        Hook::ValidateNodeWright => validate_nw(&head, body, allow, lookups).await,
+        Hook::MutatePolicy => mutate_policy(body, allow),
+        Hook::ValidatePolicy => validate_dp(&head, body, allow, lookups).await,
     };
     into_json(response)
 }
 
-fn decode<T: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<T, String> {
-    let object = object.ok_or("request carries no object")?;
-    let value = serde_json::to_value(object).map_err(|e| e.to_string())?;
-    serde_json::from_value(value).map_err(|e| format!("cannot decode object: {e}"))
-}
-
 async fn validate_nw(
-    req: &AdmissionRequest<DynamicObject>,
+    head: &HeadRequest,
+    body: &[u8],
+    allow: AdmissionResponse,
     lookups: &impl Lookups,
 ) -> AdmissionResponse {
-    let allow = AdmissionResponse::from(req);
-    if !matches!(req.operation, Operation::Create | Operation::Update) {
+    if !matches!(head.operation, Operation::Create | Operation::Update) {
         return allow;
     }
-    let new: NodeWright = match decode(req.object.as_ref()) {
-        Ok(nw) => nw,
+    let mut repair = None;
+    let objects = match envelope::objects::<NodeWright>(body) {
+        Ok(o) => o,
+        // The stored object may not decode (written while the webhooks were off): an update that
+        // repairs it is checked as a new object (docs/operations.md).
+        Err(e) if head.operation == Operation::Update => match envelope::new_object(body) {
+            Ok(object) => {
+                repair = Some(e);
+                envelope::ObjectsRequest {
+                    object,
+                    old_object: None,
+                }
+            }
+            Err(_) => return allow.deny(e),
+        },
         Err(e) => return allow.deny(e),
+    };
+    let Some(new) = objects.object else {
+        return allow.deny("request carries no object");
     };
     let name = new
         .metadata
         .name
         .clone()
-        .unwrap_or_else(|| req.name.clone());
+        .unwrap_or_else(|| head.name.clone());
     let mut warnings = Vec::new();
-    let checked = if req.operation == Operation::Update {
-        match decode::<NodeWright>(req.old_object.as_ref()) {
-            Ok(old) => validate_nodewright_update(&old, &new).map(|w| warnings = w),
-            Err(e) => return allow.deny(e),
+    let checked = if head.operation == Operation::Update {
+        match (objects.old_object, repair) {
+            (Some(old), _) => validate_nodewright_update(&old, &new).map(|w| warnings = w),
+            (None, Some(e)) => {
+                warnings.push(format!(
+                    "stored object: {e}; the update is checked as a new object"
+                ));
+                validate_nodewright(&new)
+            }
+            (None, None) => return allow.deny("request carries no old object"),
         }
     } else {
         validate_nodewright(&new)
@@ -142,25 +158,32 @@ async fn validate_nw(
     response
 }
 
-fn mutate_policy(req: &AdmissionRequest<DynamicObject>) -> AdmissionResponse {
-    let allow = AdmissionResponse::from(req);
-    let Some(object) = req.object.as_ref() else {
+/// A policy's spec exactly as sent, so the defaulting patch is computed against what the
+/// apiserver will apply it to.
+#[derive(serde::Deserialize)]
+struct RawSpec {
+    #[serde(default)]
+    spec: Value,
+}
+
+fn mutate_policy(body: &[u8], allow: AdmissionResponse) -> AdmissionResponse {
+    let typed = match envelope::objects::<DeploymentPolicy>(body) {
+        Ok(o) => o.object,
+        Err(e) => return allow.deny(e),
+    };
+    let Some(mut policy) = typed else {
         return allow;
     };
-    let original = match serde_json::to_value(object) {
-        Ok(v) => v,
-        Err(e) => return allow.deny(e.to_string()),
-    };
-    let mut policy: DeploymentPolicy = match serde_json::from_value(original.clone()) {
-        Ok(p) => p,
-        Err(e) => return allow.deny(format!("cannot decode object: {e}")),
+    let original = match envelope::objects::<RawSpec>(body) {
+        Ok(o) => o.object.map(|r| r.spec).unwrap_or_default(),
+        Err(e) => return allow.deny(e),
     };
     default_policy(&mut policy);
-    let Ok(defaulted) = serde_json::to_value(&policy) else {
+    let Ok(defaulted) = serde_json::to_value(&policy.spec) else {
         return allow;
     };
     // Diff only the spec: round-tripping metadata through the typed object must not produce ops.
-    let patch = json_patch::diff(&original["spec"], &defaulted["spec"]);
+    let patch = json_patch::diff(&original, &defaulted);
     if patch.0.is_empty() {
         return allow;
     }
@@ -184,22 +207,24 @@ fn prefix_path(op: json_patch::PatchOperation, prefix: &str) -> json_patch::Patc
 }
 
 async fn validate_dp(
-    req: &AdmissionRequest<DynamicObject>,
+    head: &HeadRequest,
+    body: &[u8],
+    allow: AdmissionResponse,
     lookups: &impl Lookups,
 ) -> AdmissionResponse {
-    let allow = AdmissionResponse::from(req);
-    match req.operation {
+    match head.operation {
         Operation::Create | Operation::Update => {
-            match decode::<DeploymentPolicy>(req.object.as_ref()) {
-                Ok(p) => match validate_policy(&p) {
+            match envelope::objects::<DeploymentPolicy>(body).map(|o| o.object) {
+                Ok(Some(p)) => match validate_policy(&p) {
                     Ok(()) => allow,
                     Err(e) => allow.deny(e),
                 },
+                Ok(None) => allow.deny("request carries no object"),
                 Err(e) => allow.deny(e),
             }
         }
         Operation::Delete => match lookups.nodewrights().await {
-            Ok(list) => match validate_policy_delete(&req.name, &list) {
+            Ok(list) => match validate_policy_delete(&head.name, &list) {
                 Ok(()) => allow,
                 Err(e) => allow.deny(e),
             },
@@ -240,6 +265,11 @@ mod tests {
         async fn nodewrights(&self) -> Result<Vec<NodeWright>, String> {
             self.nodewrights.clone()
         }
+    }
+
+    async fn review_json(hook: Hook, body: Value, lookups: &Fake) -> Value {
+        let bytes = serde_json::to_vec(&body).expect("serialize");
+        review(hook, &bytes, lookups).await
     }
 
     fn fake() -> Fake {
@@ -288,7 +318,7 @@ mod tests {
             nw(json!({"packages": {"pkg": pkg()}})),
             Value::Null,
         );
-        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["uid"], "req-1");
         assert_eq!(out["response"]["allowed"], true, "{out}");
     }
@@ -305,7 +335,7 @@ mod tests {
             nw(spec),
             Value::Null,
         );
-        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
         let msg = out["response"]["status"]["message"]
             .as_str()
@@ -324,7 +354,7 @@ mod tests {
             nw(json!({"deploymentPolicy": "nope"})),
             Value::Null,
         );
-        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
         assert!(
             out["response"]["status"]["message"]
@@ -342,7 +372,7 @@ mod tests {
             Value::Null,
         );
         assert_eq!(
-            review(Hook::ValidateNodeWright, body, &fake()).await["response"]["allowed"],
+            review_json(Hook::ValidateNodeWright, body, &fake()).await["response"]["allowed"],
             true
         );
     }
@@ -357,8 +387,28 @@ mod tests {
             nw(json!({"packages": "x"})),
             Value::Null,
         );
-        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
+    }
+
+    #[tokio::test]
+    async fn r4_4_update_repairing_an_undecodable_stored_object_is_checked_as_new() {
+        let old = nw(json!({"priority": 3_000_000_000u64, "packages": {}}));
+        let good = nw(json!({"priority": 5, "packages": {}}));
+        let body = review_of(
+            "NodeWright",
+            "nodewrights",
+            "UPDATE",
+            "nw",
+            good,
+            old.clone(),
+        );
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], true, "{out}");
+        let still_bad = nw(json!({"priority": 3_000_000_001u64, "packages": {}}));
+        let body = review_of("NodeWright", "nodewrights", "UPDATE", "nw", still_bad, old);
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
+        assert_eq!(out["response"]["allowed"], false, "{out}");
     }
 
     #[tokio::test]
@@ -372,7 +422,7 @@ mod tests {
                                                "uninstall": {"enabled": true, "apply": false}}}}),
         );
         let body = review_of("NodeWright", "nodewrights", "UPDATE", "nw", new, old);
-        let out = review(Hook::ValidateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::ValidateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false, "{out}");
         assert!(
             out["response"]["status"]["message"]
@@ -393,7 +443,7 @@ mod tests {
             nw(json!({})),
             Value::Null,
         );
-        let out = review(Hook::MutateNodeWright, body, &fake()).await;
+        let out = review_json(Hook::MutateNodeWright, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], true);
         assert!(out["response"].get("patch").is_none());
     }
@@ -414,7 +464,7 @@ mod tests {
             policy(json!({"linear": {}})),
             Value::Null,
         );
-        let out = review(Hook::MutatePolicy, body, &fake()).await;
+        let out = review_json(Hook::MutatePolicy, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], true, "{out}");
         assert_eq!(out["response"]["patchType"], "JSONPatch");
         let encoded = out["response"]["patch"]
@@ -444,7 +494,7 @@ mod tests {
             bad,
             Value::Null,
         );
-        let out = review(Hook::ValidatePolicy, body, &fake()).await;
+        let out = review_json(Hook::ValidatePolicy, body, &fake()).await;
         assert_eq!(out["response"]["allowed"], false, "{out}");
 
         let user: NodeWright =
@@ -461,7 +511,7 @@ mod tests {
             Value::Null,
             policy(Value::Null),
         );
-        let out = review(Hook::ValidatePolicy, body, &lookups).await;
+        let out = review_json(Hook::ValidatePolicy, body, &lookups).await;
         assert_eq!(out["response"]["allowed"], false, "{out}");
         assert!(
             out["response"]["status"]["message"]
@@ -484,14 +534,32 @@ mod tests {
             policy(Value::Null),
         );
         assert_eq!(
-            review(Hook::ValidatePolicy, body, &failing).await["response"]["allowed"],
+            review_json(Hook::ValidatePolicy, body, &failing).await["response"]["allowed"],
             false
         );
     }
 
     #[tokio::test]
     async fn malformed_review_is_answered_not_dropped() {
-        let out = review(Hook::ValidatePolicy, json!({"nope": 1}), &fake()).await;
+        let out = review_json(Hook::ValidatePolicy, json!({"nope": 1}), &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
+    }
+
+    /// Found by fuzzing: a review whose kind was not `AdmissionReview` was answered with that
+    /// kind echoed back.
+    #[tokio::test]
+    async fn review_of_another_kind_is_malformed() {
+        let mut body = review_of(
+            "NodeWright",
+            "nodewrights",
+            "CREATE",
+            "nw",
+            nw(json!({})),
+            Value::Null,
+        );
+        body["kind"] = json!("Ad#issionReview");
+        let out = review_json(Hook::MutateNodeWright, body, &fake()).await;
+        assert_eq!(out["kind"], "AdmissionReview", "{out}");
+        assert_eq!(out["response"]["allowed"], false, "{out}");
     }
 }

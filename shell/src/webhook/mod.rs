@@ -3,5 +3,6 @@
 pub mod admission;
 pub mod bootstrap;
 pub mod cert;
+pub mod envelope;
 pub mod files;
 pub mod tls;

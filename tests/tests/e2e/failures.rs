@@ -339,3 +339,90 @@ async fn cli(args: &[&str]) -> Result<String> {
     );
     Ok(stdout)
 }
+
+/// D18 / A25: a service interrupt whose init container crash-loops in place (kwok restarts it
+/// every second, restartCount 0, 1, 2, ...; restartPolicy OnFailure): the Job carries the restart
+/// allowance (`JOB_BACKOFF_LIMIT`); once the `interrupt` init container reached it, the operator
+/// marks the Job `<P>/restart-limit-exceeded` with `backoffLimit: 0`, the Job controller fails it
+/// with BackoffLimitExceeded and the entry/node/NodeWright read (interrupt, erroring) — long
+/// before the stage deadline.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn d18_interrupt_restart_allowance_ends_crash_looping_init_container() -> Result<()> {
+    let c = Case::new("d18", 1).await?;
+    let r = d18(&c).await;
+    c.finish(r).await
+}
+
+async fn d18(c: &Case) -> Result<()> {
+    let intr = json!({ "interrupt": { "type": "service", "services": ["containerd"] } });
+    c.create(c.nodewright(
+        "d18",
+        json!({ "packages": { "e2e-fail-interrupt-x": pkg("1.0.0", intr) } }),
+    ))
+    .await?;
+    let job = one_job(c, "d18", "interrupt").await?;
+    let allowance = backoff_limit().to_string();
+    ensure!(
+        job.annotations().get(keys::RESTART_ALLOWANCE) == Some(&allowance),
+        "restart allowance {:?}, want {allowance}",
+        job.annotations().get(keys::RESTART_ALLOWANCE)
+    );
+    // One kwok restart per second: allowance + a few seconds, plus the Job controller's reaction;
+    // the stage deadline (stageTimeout) is an hour away.
+    let budget = Duration::from_secs(90 + 2 * backoff_limit().max(0) as u64);
+    let ended = wait_for(
+        "interrupt Job ended at its restart allowance",
+        budget,
+        || async {
+            let Some(j) = c
+                .job_api()
+                .get_opt(&job.name_any())
+                .await?
+                .filter(|j| j.metadata.uid == job.metadata.uid)
+            else {
+                bail!("interrupt Job {} replaced or gone", job.name_any());
+            };
+            let marked = j.annotations().get(keys::RESTART_LIMIT_EXCEEDED).is_some();
+            Ok((marked && job_finished(&j).as_deref() == Some("Failed")).then_some(j))
+        },
+    )
+    .await?;
+    let spec = ended.spec.clone().unwrap_or_default();
+    ensure!(
+        spec.backoff_limit == Some(0),
+        "backoffLimit {:?}",
+        spec.backoff_limit
+    );
+    let marked: i32 = ended.annotations()[keys::RESTART_LIMIT_EXCEEDED].parse()?;
+    ensure!(
+        marked >= backoff_limit(),
+        "restart-limit-exceeded {marked} < allowance {allowance}"
+    );
+    let reason = ended
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .and_then(|c| c.reason);
+    ensure!(
+        reason.as_deref() == Some("BackoffLimitExceeded"),
+        "Failed reason {reason:?}"
+    );
+    let node = &c.nodes[0];
+    wait_for(
+        "entry (interrupt, erroring)",
+        Duration::from_secs(60),
+        || async {
+            let e = c.entry(node, "d18", "e2e-fail-interrupt-x").await?;
+            Ok((e == Some(("interrupt".into(), "erroring".into()))).then_some(()))
+        },
+    )
+    .await?;
+    c.wait_status("d18", "erroring", Duration::from_secs(60))
+        .await?;
+    Ok(())
+}

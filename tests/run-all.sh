@@ -6,6 +6,8 @@
 #        NODEWRIGHT_SKIP_E2E=1 tests/run-all.sh   # skip the real-cluster suite (and the Helm
 #                                                 # checks that need a cluster)
 #        NODEWRIGHT_SKIP_HELM=1 tests/run-all.sh  # skip the Helm chart checks
+#        NODEWRIGHT_SKIP_IMAGE=1 tests/run-all.sh # skip the operator image build and check
+#        NODEWRIGHT_SKIP_HELM_LIFECYCLE=1 tests/run-all.sh  # skip tests/helm/lifecycle.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -30,6 +32,16 @@ cargo run -q -p nodewright-crds --bin crdgen -- --check
 step "cargo test --workspace"
 cargo test --workspace
 
+if [ "${NODEWRIGHT_SKIP_IMAGE:-0}" != 1 ]; then
+  step "operator image: static binary, daemonless build, entrypoint in an isolated root (tests/image)"
+  tests/image/build.sh
+  if [ "${NODEWRIGHT_SKIP_E2E:-0}" = 1 ]; then
+    tests/image/check.sh
+  else
+    tests/image/check.sh --with-cluster
+  fi
+fi
+
 if [ "${NODEWRIGHT_SKIP_HELM:-0}" != 1 ]; then
   step "Helm chart: lint, golden renders, refused values, server-side dry-run, CRD upgrade"
   if [ "${NODEWRIGHT_SKIP_E2E:-0}" = 1 ]; then
@@ -45,5 +57,9 @@ if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ]; then
   if [ -x tests/e2e/run.sh ]; then
     step "end-to-end suite against a real kube-apiserver"
     tests/e2e/run.sh
+  fi
+  if [ "${NODEWRIGHT_SKIP_HELM_LIFECYCLE:-0}" != 1 ]; then
+    step "Helm lifecycle: install, certificate rotation, rollout as the chart's ServiceAccount, metrics auth, upgrade, rollback, uninstall, RBAC vs audit log"
+    tests/helm/lifecycle.sh
   fi
 fi

@@ -14,6 +14,10 @@ pub const MAX_DEPENDS_ON: usize = MAX_PACKAGES;
 /// Most `configInterrupts` entries of one package (CRD `maxProperties`).
 pub const MAX_CONFIG_INTERRUPTS: usize = 1000;
 
+/// Most glob matches one package may need at admission: `configInterrupts` globs (keys with a
+/// `*` that are not themselves `configMap` keys) times `configMap` keys.
+pub const MAX_GLOB_CHECKS: usize = 100_000;
+
 /// Most `*` wildcards in one `configInterrupts` glob; the matcher's depth and time grow with it.
 pub const MAX_GLOB_WILDCARDS: usize = 64;
 

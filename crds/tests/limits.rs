@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use nodewright_crds::limits::{MAX_GLOB_WILDCARDS, MAX_PACKAGES};
+use nodewright_crds::limits::{MAX_GLOB_CHECKS, MAX_GLOB_WILDCARDS, MAX_PACKAGES};
 use nodewright_crds::validation::{ValidationError, find_cycle, glob_matches, validate_spec};
 use nodewright_crds::{Interrupt, InterruptType, NodeWrightSpec, Package};
 
@@ -178,4 +178,44 @@ fn limits_glob_with_too_many_wildcards_is_denied_and_never_matched() {
     );
     let at_bound = format!("{}a", "a*".repeat(MAX_GLOB_WILDCARDS));
     assert!(glob_matches(&at_bound, &"a".repeat(200)));
+}
+
+/// A package whose every `configInterrupts` glob matches only its last `configMap` key, so each
+/// glob is tried against every key (1000 globs × 1001 keys kept validation busy for tens of seconds
+/// before the bound on glob checks; docs/performance.md).
+fn glob_heavy_package(globs: usize) -> Package {
+    let mut pkg = Package {
+        name: "pkg".into(),
+        version: "1.0.0".into(),
+        image: "registry.example/pkg".into(),
+        ..Default::default()
+    };
+    for i in 0..1000 {
+        pkg.config_map
+            .insert(format!("{}{i:04}", "a".repeat(240)), "v".into());
+    }
+    pkg.config_map
+        .insert(format!("{}b", "a".repeat(250)), "v".into());
+    for n in 0..globs {
+        let (r, q) = (1 + n / 50, n % 50);
+        pkg.config_interrupts.insert(
+            format!("{}{}*b", "a*?".repeat(r * 3), "?".repeat(q)),
+            reboot(),
+        );
+    }
+    pkg
+}
+
+#[test]
+fn limits_glob_checks_are_bounded() {
+    let spec = |globs| NodeWrightSpec {
+        packages: BTreeMap::from([("pkg".to_string(), glob_heavy_package(globs))]),
+        ..Default::default()
+    };
+    assert_eq!(
+        validate_spec(&spec(1000)).unwrap_err().to_string(),
+        "package \"pkg\": 1000 configInterrupts globs × 1001 configMap keys = 1001000 glob checks; at most 100000 are allowed"
+    );
+    // At the bound the object is valid (every glob matches the last key).
+    validate_spec(&spec(MAX_GLOB_CHECKS / 1001)).expect("99 globs × 1001 keys");
 }

@@ -176,6 +176,12 @@ pub async fn require_metrics_access(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Metrics;
+    use http::Response;
+    use kube::client::Body;
+    use serde_json::{Value, json};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::ServiceExt;
 
     #[test]
     fn bearer_tokens_are_parsed_strictly() {
@@ -185,5 +191,74 @@ mod tests {
         assert_eq!(bearer(Some("Bearer ")), None);
         assert_eq!(bearer(Some("Bearer")), None);
         assert_eq!(bearer(None), None);
+    }
+
+    /// A fake apiserver: token "good" and "plain" authenticate (as "reader" and "nobody"),
+    /// "reader" may get /metrics. Counts the review calls.
+    fn fake_apiserver() -> (Client, Arc<AtomicUsize>) {
+        let (svc, mut handle) =
+            tower_test::mock::pair::<http::Request<Body>, http::Response<Body>>();
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counter = calls.clone();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let path = req.uri().path().to_string();
+                let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+                let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                let reply = if path.ends_with("/tokenreviews") {
+                    let user = match body["spec"]["token"].as_str() {
+                        Some("good") => Some("reader"),
+                        Some("plain") => Some("nobody"),
+                        _ => None,
+                    };
+                    json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                           "spec": body["spec"],
+                           "status": {"authenticated": user.is_some(),
+                                      "user": user.map(|u| json!({"username": u}))}})
+                } else {
+                    let ok = body["spec"]["user"] == "reader"
+                        && body["spec"]["nonResourceAttributes"]
+                            == json!({"path": "/metrics", "verb": "get"});
+                    json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                           "spec": body["spec"], "status": {"allowed": ok}})
+                };
+                send.send_response(
+                    Response::builder()
+                        .status(201)
+                        .body(Body::from(serde_json::to_vec(&reply).unwrap_or_default()))
+                        .expect("response"),
+                );
+            }
+        });
+        (Client::new(svc, "default"), calls)
+    }
+
+    async fn get(router: &axum::Router, token: Option<&str>) -> u16 {
+        let mut req = http::Request::get("/metrics");
+        if let Some(t) = token {
+            req = req.header(header::AUTHORIZATION, format!("Bearer {t}"));
+        }
+        let req = req.body(axum::body::Body::empty()).expect("request");
+        let resp = router.clone().oneshot(req).await.expect("response");
+        resp.status().as_u16()
+    }
+
+    #[tokio::test]
+    async fn metrics_need_an_authenticated_and_authorized_token() {
+        let (client, calls) = fake_apiserver();
+        let router = crate::server::secure_metrics_router(
+            Arc::new(Metrics::new(false)),
+            MetricsAuth::new(client),
+        );
+        assert_eq!(get(&router, None).await, 401);
+        assert_eq!(calls.load(Ordering::SeqCst), 0, "no token, no review");
+        assert_eq!(get(&router, Some("forged")).await, 401);
+        assert_eq!(get(&router, Some("plain")).await, 403);
+        assert_eq!(get(&router, Some("good")).await, 200);
+        let before = calls.load(Ordering::SeqCst);
+        assert_eq!(get(&router, Some("good")).await, 200);
+        assert_eq!(get(&router, Some("plain")).await, 403);
+        assert_eq!(calls.load(Ordering::SeqCst), before, "decisions are cached");
     }
 }

@@ -69,7 +69,7 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options, env, addrs)) {
         Ok(code) => code,
         Err(e) => {
-            error!(error = %format!("{e:#}"), "operator failed");
+            error!(error = %e, "operator failed");
             ExitCode::FAILURE
         }
     }
@@ -236,8 +236,18 @@ async fn run(
     let trace = match env.get("NODEWRIGHT_TRACE").filter(|p| !p.is_empty()) {
         Some(path) => {
             info!(path = %path, "recording a trace");
-            let recorder =
-                TraceRecorder::create(std::path::Path::new(path), &options.namespace, &env)?;
+            let max_bytes = match env.get("NODEWRIGHT_TRACE_MAX_BYTES") {
+                Some(v) => v.parse::<u64>().map_err(|e| {
+                    anyhow::anyhow!("NODEWRIGHT_TRACE_MAX_BYTES={v:?}: not a byte count: {e}")
+                })?,
+                None => crate::trace::DEFAULT_TRACE_MAX_BYTES,
+            };
+            let recorder = TraceRecorder::create(
+                std::path::Path::new(path),
+                &options.namespace,
+                &env,
+                max_bytes,
+            )?;
             Some(Arc::new(Mutex::new(recorder)))
         }
         None => None,

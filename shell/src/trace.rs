@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
 use kube::Resource;
@@ -113,22 +115,90 @@ pub const OPTION_VARIABLES: &[&str] = &[
 
 type Key = (&'static str, String, String);
 
+/// Default size cap of one trace file (`NODEWRIGHT_TRACE_MAX_BYTES`).
+pub const DEFAULT_TRACE_MAX_BYTES: u64 = 1 << 30;
+
 /// Writes a trace file.
 pub struct TraceRecorder {
     out: Box<dyn Write + Send>,
     seen: Option<HashMap<Key, String>>,
     pass: u64,
+    header: Record,
+    rotation: Option<Rotation>,
+}
+
+/// Size cap of a trace file: past `max_bytes` the file moves to `<path>.1` (replacing an older
+/// one) and a new file starts with the header and a full relist, so each file replays alone.
+struct Rotation {
+    path: std::path::PathBuf,
+    max_bytes: u64,
+    written: Arc<AtomicU64>,
+}
+
+/// A writer that counts the bytes it passes on.
+struct Counting<W> {
+    inner: W,
+    written: Arc<AtomicU64>,
+}
+
+impl<W: Write> Write for Counting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn open_counting(path: &Path, written: &Arc<AtomicU64>) -> std::io::Result<Box<dyn Write + Send>> {
+    written.store(0, Ordering::Relaxed);
+    let file = File::create(path)?;
+    Ok(Box::new(Counting {
+        inner: BufWriter::new(file),
+        written: written.clone(),
+    }))
 }
 
 impl TraceRecorder {
-    /// Creates `path` and writes the header.
+    /// Creates `path` and writes the header; past `max_bytes` the file is rotated (see
+    /// [`DEFAULT_TRACE_MAX_BYTES`]).
     pub fn create(
         path: &Path,
         namespace: &str,
         env: &BTreeMap<String, String>,
+        max_bytes: u64,
     ) -> std::io::Result<Self> {
-        let file = File::create(path)?;
-        Self::new(Box::new(BufWriter::new(file)), namespace, env)
+        let written = Arc::new(AtomicU64::new(0));
+        let out = open_counting(path, &written)?;
+        let mut r = Self::new(out, namespace, env)?;
+        r.rotation = Some(Rotation {
+            path: path.to_path_buf(),
+            max_bytes,
+            written,
+        });
+        Ok(r)
+    }
+
+    /// At a pass boundary: when the file is over its cap, move it to `<path>.1` and start anew
+    /// with the header; the next pass then writes a full relist.
+    fn rotate_if_full(&mut self) -> std::io::Result<()> {
+        let Some(rot) = &self.rotation else {
+            return Ok(());
+        };
+        if rot.written.load(Ordering::Relaxed) < rot.max_bytes {
+            return Ok(());
+        }
+        self.out.flush()?;
+        let mut old = rot.path.clone().into_os_string();
+        old.push(".1");
+        std::fs::rename(&rot.path, &old)?;
+        self.out = open_counting(&rot.path, &rot.written)?;
+        self.seen = None;
+        let header = self.header.clone();
+        self.write(&header)
     }
 
     /// A recorder writing to `out`.
@@ -137,22 +207,25 @@ impl TraceRecorder {
         namespace: &str,
         env: &BTreeMap<String, String>,
     ) -> std::io::Result<Self> {
-        let mut r = TraceRecorder {
-            out,
-            seen: None,
-            pass: 0,
-        };
         let options_env = env
             .iter()
             .filter(|(k, _)| OPTION_VARIABLES.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        r.write(&Record::Header {
+        let header = Record::Header {
             version: TRACE_VERSION,
             source: format!("nodewright-operator {}", env!("CARGO_PKG_VERSION")),
             namespace: namespace.to_string(),
             options_env,
-        })?;
+        };
+        let mut r = TraceRecorder {
+            out,
+            seen: None,
+            pass: 0,
+            header: header.clone(),
+            rotation: None,
+        };
+        r.write(&header)?;
         Ok(r)
     }
 
@@ -168,6 +241,7 @@ impl TraceRecorder {
         snapshot: &Snapshot,
         plan: &Plan,
     ) -> std::io::Result<u64> {
+        self.rotate_if_full()?;
         let objects = objects_of(snapshot);
         let current: HashMap<Key, String> = objects
             .iter()
@@ -299,6 +373,10 @@ fn to_json<K: Serialize>(key: &Key, object: &K) -> AnyObject {
 }
 
 /// A minimal object carrying only the identity of a deleted one.
+fn spec_json<S: Default + Serialize>() -> Value {
+    serde_json::to_value(S::default()).unwrap_or_else(|_| serde_json::json!({}))
+}
+
 fn tombstone(key: &Key) -> Option<AnyObject> {
     let (kind, namespace, name) = key;
     let mut meta = serde_json::json!({"name": name});
@@ -307,8 +385,13 @@ fn tombstone(key: &Key) -> Option<AnyObject> {
     }
     let (api_version, kind) = api_version_kind(kind);
     let mut value = serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": meta});
-    if matches!(kind, "NodeWright" | "DeploymentPolicy") {
-        value["spec"] = serde_json::json!({});
+    // A spec the simulator's typed reader accepts; only the key matters for a deletion.
+    match kind {
+        "NodeWright" => value["spec"] = spec_json::<nodewright_crds::nodewright::NodeWrightSpec>(),
+        "DeploymentPolicy" => {
+            value["spec"] = spec_json::<nodewright_crds::policy::DeploymentPolicySpec>()
+        }
+        _ => {}
     }
     Some(value)
 }
@@ -394,5 +477,50 @@ mod tests {
         let report = nodewright_sim::trace::replay(&records, None, &nodewright_core::reconcile)
             .expect("replays");
         assert_eq!(report.passes, 2);
+    }
+
+    #[test]
+    fn a_full_trace_rotates_and_each_file_replays_alone() {
+        let dir = std::env::temp_dir().join(format!("nw-trace-rotate-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("trace.jsonl");
+        let mut rec =
+            TraceRecorder::create(&path, "nodewright", &BTreeMap::new(), 1).expect("create");
+        let at = Timestamp::UNIX_EPOCH;
+        let s1 = Snapshot {
+            nodes: vec![node("a", "1")],
+            ..Snapshot::default()
+        };
+        rec.pass(at, &s1, &Plan::default()).expect("pass 1");
+        rec.outcomes(1, &Report::default()).expect("flush");
+        rec.pass(at, &s1, &Plan::default())
+            .expect("pass 2 rotates first");
+        rec.outcomes(2, &Report::default()).expect("flush");
+        for file in [path.clone(), dir.join("trace.jsonl.1")] {
+            let text = std::fs::read_to_string(&file).expect("both files exist");
+            let records = nodewright_sim::trace::read_jsonl(text.as_bytes()).expect("reads");
+            assert!(matches!(
+                records[0],
+                nodewright_sim::trace::Record::Header { .. }
+            ));
+            assert!(
+                matches!(records[1], nodewright_sim::trace::Record::Relist { .. }),
+                "{file:?}"
+            );
+            let report = nodewright_sim::trace::replay(&records, None, &nodewright_core::reconcile)
+                .expect("replays alone");
+            assert_eq!(report.passes, 1);
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn deletion_tombstones_of_both_kinds_read_back_in_the_simulator() {
+        for kind in ["NodeWright", "DeploymentPolicy"] {
+            let object = tombstone(&(kind, String::new(), "gone".to_string())).expect("tombstone");
+            let line = serde_json::json!({"type": "watch", "at": "2026-01-01T00:00:00Z", "event": "DELETED", "object": object});
+            let records = nodewright_sim::trace::read_jsonl(line.to_string().as_bytes());
+            assert!(records.is_ok(), "{kind}: {records:?}");
+        }
     }
 }

@@ -23,4 +23,5 @@ pub mod store;
 pub mod time;
 pub mod timeline;
 pub mod trace;
+pub mod windows;
 pub mod world;

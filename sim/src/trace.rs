@@ -133,6 +133,25 @@ pub struct ReplayReport {
     pub effects: u64,
     /// Every differing effect.
     pub divergences: Vec<Divergence>,
+    /// One line per replayed pass, to attribute passes to time windows (e.g. one test each).
+    #[serde(default)]
+    pub pass_log: Vec<PassSummary>,
+    /// The trace's last line was cut short (the recorder was killed while writing it).
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// What one replayed pass compared.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PassSummary {
+    /// Pass number.
+    pub pass: u64,
+    /// The pass's `now`.
+    pub at: Timestamp,
+    /// Effects compared in this pass.
+    pub effects: u64,
+    /// Differing effects in this pass.
+    pub differ: u64,
 }
 
 /// A reconcile function (the real core, or a modified one in tests).
@@ -145,42 +164,107 @@ pub fn replay(
     options: Option<&Options>,
     reconcile: Reconcile<'_>,
 ) -> Result<ReplayReport, String> {
-    let mut cache = Objects::default();
-    let mut namespace = "nodewright".to_string();
-    let mut opts = options.cloned();
-    let mut report = ReplayReport::default();
+    let mut replayer = Replayer::new(options, reconcile);
     for record in records {
+        replayer.feed(record)?;
+    }
+    Ok(replayer.finish())
+}
+
+/// Replays a JSONL trace line by line without holding it in memory. A last line cut short (the
+/// operator was killed while writing it) is reported in [`ReplayReport::truncated`], not an error.
+pub fn replay_reader(
+    input: impl BufRead,
+    options: Option<&Options>,
+    reconcile: Reconcile<'_>,
+) -> Result<ReplayReport, String> {
+    let mut replayer = Replayer::new(options, reconcile);
+    let mut pending: Option<String> = None;
+    for (i, line) in input.lines().enumerate() {
+        let line = line.map_err(|e| e.to_string())?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if let Some(e) = pending.take() {
+            return Err(e);
+        }
+        match serde_json::from_str::<Record>(&line) {
+            Ok(record) => replayer.feed(&record)?,
+            Err(e) => pending = Some(format!("line {}: {e}", i + 1)),
+        }
+    }
+    let mut report = replayer.finish();
+    report.truncated = pending.is_some();
+    Ok(report)
+}
+
+/// Replay state: the cache rebuilt so far, the options and the report.
+pub struct Replayer<'a> {
+    cache: Objects,
+    namespace: String,
+    opts: Option<Options>,
+    reconcile: Reconcile<'a>,
+    report: ReplayReport,
+}
+
+impl<'a> Replayer<'a> {
+    /// A replayer with `options` overriding the trace header's, when given.
+    pub fn new(options: Option<&Options>, reconcile: Reconcile<'a>) -> Self {
+        Self {
+            cache: Objects::default(),
+            namespace: "nodewright".to_string(),
+            opts: options.cloned(),
+            reconcile,
+            report: ReplayReport::default(),
+        }
+    }
+
+    /// Applies one record: cache records update the cache, a pass is re-run and compared.
+    pub fn feed(&mut self, record: &Record) -> Result<(), String> {
         match record {
             Record::Header {
                 namespace: ns,
                 options_env,
                 ..
             } => {
-                namespace = ns.clone();
-                if opts.is_none() {
-                    opts = Some(Options::from_env(options_env).map_err(|e| e.to_string())?);
+                self.namespace = ns.clone();
+                if self.opts.is_none() {
+                    self.opts = Some(Options::from_env(options_env).map_err(|e| e.to_string())?);
                 }
             }
             Record::Relist { objects, .. } => {
-                cache = Objects::default();
+                self.cache = Objects::default();
                 for o in objects {
-                    cache.put(o.clone());
+                    self.cache.put(o.clone());
                 }
             }
-            Record::Watch { event, object, .. } => apply_watch(&mut cache, *event, object),
+            Record::Watch { event, object, .. } => apply_watch(&mut self.cache, *event, object),
             Record::Pass {
                 at, pass, effects, ..
             } => {
-                let options = opts.get_or_insert_with(Options::default);
-                let snapshot = crate::snapshot::snapshot_from(&cache, &namespace);
-                let plan = reconcile(&snapshot, options, *at);
-                report.passes += 1;
-                compare(*pass, *at, effects, &plan.effects, &mut report);
+                let options = self.opts.get_or_insert_with(Options::default);
+                let snapshot = crate::snapshot::snapshot_from(&self.cache, &self.namespace);
+                let plan = (self.reconcile)(&snapshot, options, *at);
+                let (effects_before, differ_before) =
+                    (self.report.effects, self.report.divergences.len());
+                self.report.passes += 1;
+                compare(*pass, *at, effects, &plan.effects, &mut self.report);
+                self.report.pass_log.push(PassSummary {
+                    pass: *pass,
+                    at: *at,
+                    effects: self.report.effects - effects_before,
+                    differ: (self.report.divergences.len() - differ_before) as u64,
+                });
             }
             Record::Outcome { .. } => {}
         }
+        Ok(())
     }
-    Ok(report)
+
+    /// The report of everything fed so far.
+    pub fn finish(self) -> ReplayReport {
+        self.report
+    }
 }
 
 fn compare(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use nodewright_core::{Effect, Options};
 use nodewright_sim::operator::real_core;
 use nodewright_sim::scenario::Scenario;
-use nodewright_sim::trace::{Record, read_jsonl, replay, write_jsonl};
+use nodewright_sim::trace::{Record, read_jsonl, replay, replay_reader, write_jsonl};
 
 fn scenario(name: &str) -> Scenario {
     let path = format!("{}/scenarios/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
@@ -90,4 +90,41 @@ fn replay_reports_a_changed_rule_as_divergence() {
     assert_eq!(report.divergences.len(), 1, "{:#?}", report.divergences);
     let d = &report.divergences[0];
     assert_eq!(d.recorded.as_ref().unwrap()["effect"], "addFinalizer");
+}
+
+#[test]
+fn streamed_replay_matches_the_in_memory_replay_and_logs_every_pass() {
+    let records = recorded("fault-stale-cache-conflicts");
+    let mut bytes = Vec::new();
+    write_jsonl(&records, &mut bytes).unwrap();
+    let core = real_core();
+    let whole = replay(&records, None, &*core).unwrap();
+    let streamed = replay_reader(bytes.as_slice(), None, &*core).unwrap();
+    assert_eq!(streamed, whole);
+    assert!(!streamed.truncated);
+    assert_eq!(streamed.pass_log.len() as u64, streamed.passes);
+    assert_eq!(
+        streamed.pass_log.iter().map(|p| p.effects).sum::<u64>(),
+        streamed.effects
+    );
+}
+
+#[test]
+fn a_last_line_cut_short_is_reported_and_a_broken_middle_line_is_an_error() {
+    let records = recorded("a01-single-package");
+    let mut bytes = Vec::new();
+    write_jsonl(&records, &mut bytes).unwrap();
+    let core = real_core();
+    // The recorder was killed in the middle of its last line.
+    let mut cut = bytes.clone();
+    cut.extend_from_slice(br#"{"type":"pass","at":"2026-"#);
+    let report = replay_reader(cut.as_slice(), None, &*core).unwrap();
+    assert!(report.truncated);
+    assert!(report.divergences.is_empty());
+    // The same garbage followed by more records is corruption, named by its line.
+    let lines = bytes.iter().filter(|b| **b == b'\n').count();
+    cut.extend_from_slice(b"\n");
+    cut.extend_from_slice(&bytes);
+    let err = replay_reader(cut.as_slice(), None, &*core).unwrap_err();
+    assert!(err.contains(&format!("line {}", lines + 1)), "{err}");
 }

@@ -38,6 +38,13 @@ start() {
       # shellcheck disable=SC1090
       . "$OPERATOR_ENV"
       set +a
+      if [ -n "${E2E_TRACE_DIR:-}" ]; then
+        # one trace per operator process, replayed by run.sh after the suite (docs/simulator.md)
+        mkdir -p "$E2E_TRACE_DIR"
+        n=$(find "$E2E_TRACE_DIR" -name 'operator-*.jsonl' | wc -l)
+        export NODEWRIGHT_TRACE
+        NODEWRIGHT_TRACE=$(printf '%s/operator-%03d.jsonl' "$E2E_TRACE_DIR" $((n + 1)))
+      fi
       echo "=== start $(date -u +%FT%TZ)" >> "$OPERATOR_LOG"
       setsid "$NODEWRIGHT_OPERATOR_BIN" >> "$OPERATOR_LOG" 2>&1 < /dev/null &
       echo $! > "$OPERATOR_PID"

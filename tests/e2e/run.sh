@@ -10,6 +10,7 @@
 #        NODEWRIGHT_E2E_REUSE=1     keep the etcd data of a previous run (default: fresh cluster)
 #        NODEWRIGHT_E2E_PENDING=1   also run tests marked #[ignore = "pending: ..."]
 #        NODEWRIGHT_E2E_WEBHOOKS=0  do not serve/register the admission webhooks
+#        NODEWRIGHT_E2E_REPLAY=0    do not record operator traces nor replay them after the suite
 #        NODEWRIGHT_RUN, *_PORT, E2E_PROBE_PORT, E2E_WEBHOOK_PORT (env.sh)
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
@@ -18,6 +19,8 @@ cd "$ROOT"
 started=$(date +%s)
 CLUSTER=$ROOT/tests/cluster
 RESULTS=$NODEWRIGHT_RUN/e2e-results.txt
+TRACE_DIR=$NODEWRIGHT_RUN/traces        # one NODEWRIGHT_TRACE file per operator process
+WINDOWS=$NODEWRIGHT_RUN/e2e-windows.txt  # <test> <start> <end>, written by the harness
 # kubelet emulation for pod-level activeDeadlineSeconds, on top of the cluster's own stages
 export NODEWRIGHT_KWOK_CONFIG="$E2E_DIR/kwok/pod-deadline.yaml${NODEWRIGHT_KWOK_CONFIG:+ $NODEWRIGHT_KWOK_CONFIG}"
 
@@ -106,6 +109,7 @@ fi
   echo "LOG_LEVEL=${LOG_LEVEL:-info}"
   echo "JOB_BACKOFF_LIMIT=$JOB_BACKOFF_LIMIT"
   echo "REAPPLY_ON_REBOOT=$REAPPLY_ON_REBOOT"
+  if [ "${NODEWRIGHT_E2E_REPLAY:-1}" != 0 ]; then printf 'E2E_TRACE_DIR=%q\n' "$TRACE_DIR"; fi
   if [ "$webhooks" = 1 ]; then
     echo "ENABLE_WEBHOOKS=true"
     echo "WEBHOOK_PORT=$E2E_WEBHOOK_PORT"
@@ -115,6 +119,7 @@ fi
   fi
 } > "$OPERATOR_ENV"
 : > "$OPERATOR_LOG"
+rm -rf "$TRACE_DIR" "$WINDOWS"
 if [ "$webhooks" = 1 ]; then
   # the cluster PKI's serving cert (SAN 127.0.0.1, signed by pki/ca.crt) under the names the operator reads
   mkdir -p "$NODEWRIGHT_RUN/webhook-certs"
@@ -144,11 +149,28 @@ export NODEWRIGHT_E2E_OPERATOR_CTL=$E2E_DIR/operator.sh
 export NODEWRIGHT_E2E_OPERATOR_BIN=$OPERATOR_BIN
 export NODEWRIGHT_E2E_CLI_BIN=$target_dir/debug/kubectl-nodewright
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
+export NODEWRIGHT_E2E_WINDOWS=$WINDOWS
 set +e
 cargo test -p nodewright-tests --test e2e -- --ignored --test-threads=1 "${skips[@]}" "$@" 2>&1 | tee "$NODEWRIGHT_RUN/e2e-output.txt"
 rc=${PIPESTATUS[0]}
 set -e
 phase "suite finished (exit $rc)"
+
+# --- 4b. replay every operator trace with this commit's simulator: 0 differing effects -----------
+if [ "${NODEWRIGHT_E2E_REPLAY:-1}" != 0 ]; then
+  cargo build -q -p nodewright-sim --bin nodewright-sim
+  mapfile -t traces < <(find "$TRACE_DIR" -name 'operator-*.jsonl' 2>/dev/null | sort)
+  if [ "${#traces[@]}" = 0 ]; then
+    e2e_say "replay: no trace was recorded"; rc=1
+  elif "$target_dir/debug/nodewright-sim" replay --show 5 --windows "$WINDOWS" "${traces[@]}" > "$NODEWRIGHT_RUN/replay.txt" 2>&1; then
+    cat "$NODEWRIGHT_RUN/replay.txt"
+    phase "replay: ${#traces[@]} trace(s), 0 differing effects"
+  else
+    cat "$NODEWRIGHT_RUN/replay.txt"
+    e2e_say "replay FAILED: the core decides differently on the recorded snapshots; traces kept in $TRACE_DIR"
+    rc=1
+  fi
+fi
 
 # --- 5. results table ------------------------------------------------------------------------------
 {

@@ -61,9 +61,10 @@ has_field() {
     | jq -e ".spec.versions[0].schema.openAPIV3Schema.properties.spec.properties | has(\"$FIELD\")" >/dev/null
 }
 kept() { kc get crd "$NW" "$DP" -o jsonpath='{.items[*].metadata.annotations.helm\.sh/resource-policy}'; }
-# One replica and no PodDisruptionBudget: nothing runs the pod here, only the objects matter.
+# One replica and no PodDisruptionBudget: nothing runs the pod here, only the objects matter. No
+# post-delete cleanup hook either: nothing would run its Job (tests/helm/lifecycle.sh covers it).
 values=(--set controllerManager.replicas=1 --set controllerManager.podDisruptionBudget.minAvailable=null
-        --set webhook.enable=false)
+        --set webhook.enable=false --set cleanup.enable=false)
 nw_field() { kc get nodewright crd-upgrade -o jsonpath="{.spec.$FIELD}"; }
 
 t0=$(date +%s%N)

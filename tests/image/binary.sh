@@ -27,7 +27,11 @@ tls=$(cargo tree --locked -p nodewright-shell -e normal,build --target "$TRIPLE"
 start=$(date +%s)
 log "cargo build --profile image --target $TRIPLE (target dir $TARGET_DIR)"
 # RUSTFLAGS apply to the target only (--target is explicit): build scripts stay dynamic host binaries.
-RUSTFLAGS="-C target-feature=+crt-static" CARGO_TARGET_DIR="$TARGET_DIR" \
+# getrandom 0.3/0.4 find libc's getrandom() with dlsym, which a static binary cannot, and then fall
+# back to /dev/urandom, which an empty image does not have (tests/image/check.sh --with-cluster
+# caught the resulting panic): call getrandom() directly.
+RUSTFLAGS='-C target-feature=+crt-static --cfg getrandom_backend="linux_getrandom"' \
+CARGO_TARGET_DIR="$TARGET_DIR" \
   cargo build --locked --profile image --target "$TRIPLE" -p nodewright-shell --bin nodewright-operator
 bin=$TARGET_DIR/$TRIPLE/image/nodewright-operator
 log "built in $(( $(date +%s) - start ))s: $bin ($(stat -c %s "$bin") bytes)"

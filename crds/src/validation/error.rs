@@ -168,6 +168,23 @@ pub enum ValidationError {
         /// The bound in [`crate::limits`].
         max: usize,
     },
+    /// Size bound: matching every `configInterrupts` glob against every `configMap` key would
+    /// take too many glob checks.
+    #[error(
+        "package {key:?}: {globs} configInterrupts globs × {keys} configMap keys = {checks} glob checks; at most {max} are allowed"
+    )]
+    TooManyGlobChecks {
+        /// Package key (clipped).
+        key: String,
+        /// `configInterrupts` entries that are globs.
+        globs: usize,
+        /// `configMap` entries.
+        keys: usize,
+        /// `globs × keys`.
+        checks: usize,
+        /// [`crate::limits::MAX_GLOB_CHECKS`].
+        max: usize,
+    },
     /// Size bound: a `configInterrupts` glob with too many `*` wildcards.
     #[error(
         "error config interrupt glob {pattern:?} has {wildcards} '*' wildcards; at most {max} are allowed"

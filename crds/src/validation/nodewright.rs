@@ -68,6 +68,28 @@ fn check_sizes(spec: &NodeWrightSpec) -> Result<(), ValidationError> {
                 max,
             });
         }
+        check_glob_work(key, pkg)?;
+    }
+    Ok(())
+}
+
+/// [`limits::MAX_GLOB_CHECKS`]: check 4d tries each glob against the `configMap` keys.
+fn check_glob_work(key: &str, pkg: &Package) -> Result<(), ValidationError> {
+    let globs = pkg
+        .config_interrupts
+        .keys()
+        .filter(|k| k.contains('*') && !pkg.config_map.contains_key(*k))
+        .count();
+    let keys = pkg.config_map.len();
+    let checks = globs.saturating_mul(keys);
+    if checks > limits::MAX_GLOB_CHECKS {
+        return Err(ValidationError::TooManyGlobChecks {
+            key: limits::clip(key, 64),
+            globs,
+            keys,
+            checks,
+            max: limits::MAX_GLOB_CHECKS,
+        });
     }
     Ok(())
 }

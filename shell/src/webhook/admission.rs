@@ -544,4 +544,22 @@ mod tests {
         let out = review_json(Hook::ValidatePolicy, json!({"nope": 1}), &fake()).await;
         assert_eq!(out["response"]["allowed"], false);
     }
+
+    /// Found by fuzzing: a review whose kind was not `AdmissionReview` was answered with that
+    /// kind echoed back.
+    #[tokio::test]
+    async fn review_of_another_kind_is_malformed() {
+        let mut body = review_of(
+            "NodeWright",
+            "nodewrights",
+            "CREATE",
+            "nw",
+            nw(json!({})),
+            Value::Null,
+        );
+        body["kind"] = json!("Ad#issionReview");
+        let out = review_json(Hook::MutateNodeWright, body, &fake()).await;
+        assert_eq!(out["kind"], "AdmissionReview", "{out}");
+        assert_eq!(out["response"]["allowed"], false, "{out}");
+    }
 }

@@ -7,6 +7,8 @@ use kube::core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+use nodewright_crds::limits;
+
 /// The review fields every handler needs; the objects are skipped without being built.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -57,6 +59,9 @@ fn none<T>() -> Option<T> {
     None
 }
 
+/// The review versions answered (the response carries the request's).
+const API_VERSIONS: [&str; 2] = ["admission.k8s.io/v1", "admission.k8s.io/v1beta1"];
+
 /// A review that cannot be answered with its own uid.
 #[derive(Debug, thiserror::Error)]
 #[error("malformed AdmissionReview: {0}")]
@@ -65,6 +70,14 @@ pub struct Malformed(String);
 /// Reads the envelope of `body`.
 pub fn head(body: &[u8]) -> Result<(TypeMeta, HeadRequest), Malformed> {
     let head: Head = serde_json::from_slice(body).map_err(|e| Malformed(e.to_string()))?;
+    if head.kind != "AdmissionReview" || !API_VERSIONS.contains(&head.api_version.as_str()) {
+        // Echoing them would answer with a kind the apiserver never sent (found by fuzzing).
+        return Err(Malformed(format!(
+            "kind {:?} in {:?} is not an AdmissionReview of admission.k8s.io/v1 or v1beta1",
+            limits::clip(&head.kind, 64),
+            limits::clip(&head.api_version, 64)
+        )));
+    }
     let request = head
         .request
         .ok_or_else(|| Malformed("no request".to_string()))?;

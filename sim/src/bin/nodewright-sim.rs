@@ -11,7 +11,8 @@ use nodewright_sim::explore::{ExploreConfig, explore};
 use nodewright_sim::operator::real_core;
 use nodewright_sim::scenario::{RunResult, Scenario};
 use nodewright_sim::time::show;
-use nodewright_sim::trace::{read_jsonl, replay, write_jsonl};
+use nodewright_sim::trace::{Divergence, replay_reader, write_jsonl};
+use nodewright_sim::windows::{WindowTotals, attribute, json_differences, parse_windows};
 
 /// Deterministic cluster simulator for the NodeWright core.
 #[derive(Parser)]
@@ -34,13 +35,17 @@ enum Command {
         #[arg(long)]
         timeline: bool,
     },
-    /// Replay a JSONL trace: rebuild snapshots, re-run the core, report differing effects.
+    /// Replay JSONL traces: rebuild snapshots, re-run the core, report differing effects.
     Replay {
-        /// The trace file.
-        trace: PathBuf,
-        /// Print at most this many divergences.
+        /// Trace files (one per operator process), each replayed from its start.
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// Print at most this many divergences per trace.
         #[arg(long, default_value_t = 20)]
         show: usize,
+        /// Also report per named window: lines `<name> <start> <end>` (RFC 3339), e.g. one per test.
+        #[arg(long)]
+        windows: Option<PathBuf>,
     },
     /// Run random clusters, specs and fault schedules and check the invariants.
     Explore {
@@ -80,34 +85,11 @@ fn run() -> Result<bool> {
             out,
             timeline,
         } => run_scenarios(&scenarios, out.as_deref(), timeline),
-        Command::Replay { trace, show: limit } => {
-            let records = read_jsonl(BufReader::new(File::open(&trace).context("open trace")?))
-                .map_err(anyhow::Error::msg)?;
-            let core = real_core();
-            let report = replay(&records, None, &*core).map_err(anyhow::Error::msg)?;
-            println!(
-                "replayed {} passes, {} effects compared, {} differ",
-                report.passes,
-                report.effects,
-                report.divergences.len()
-            );
-            for d in report.divergences.iter().take(limit) {
-                println!("pass {} at {} effect #{}:", d.pass, d.at, d.index);
-                println!(
-                    "  recorded: {}",
-                    d.recorded
-                        .as_ref()
-                        .map_or("(none)".into(), |v| v.to_string())
-                );
-                println!(
-                    "  replayed: {}",
-                    d.replayed
-                        .as_ref()
-                        .map_or("(none)".into(), |v| v.to_string())
-                );
-            }
-            Ok(report.divergences.is_empty())
-        }
+        Command::Replay {
+            traces,
+            show,
+            windows,
+        } => replay_traces(&traces, show, windows.as_deref()),
         Command::Explore {
             seeds,
             first,
@@ -255,4 +237,61 @@ fn write_outputs(dir: &Path, r: &RunResult) -> Result<()> {
     let mut w = BufWriter::new(File::create(dir.join(format!("{}.trace.jsonl", r.name)))?);
     write_jsonl(&r.trace, &mut w)?;
     Ok(())
+}
+
+/// Replays each trace from its start, prints per-trace and per-window totals and the first
+/// divergences; true when nothing differs.
+fn replay_traces(traces: &[PathBuf], show: usize, windows: Option<&Path>) -> Result<bool> {
+    let windows = match windows {
+        Some(p) => parse_windows(&std::fs::read_to_string(p).context("read windows")?)
+            .map_err(anyhow::Error::msg)?,
+        None => Vec::new(),
+    };
+    let mut totals = vec![WindowTotals::default(); windows.len()];
+    let core = real_core();
+    let mut clean = true;
+    for trace in traces {
+        let file = File::open(trace).with_context(|| format!("open {}", trace.display()))?;
+        let report = replay_reader(BufReader::new(file), None, &*core)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", trace.display()))?;
+        println!(
+            "{}: replayed {} passes, {} effects compared, {} differ{}",
+            trace.display(),
+            report.passes,
+            report.effects,
+            report.divergences.len(),
+            if report.truncated {
+                " (last line cut short, skipped)"
+            } else {
+                ""
+            }
+        );
+        report
+            .divergences
+            .iter()
+            .take(show)
+            .for_each(print_divergence);
+        clean &= report.divergences.is_empty();
+        attribute(&windows, &report.pass_log, &mut totals);
+    }
+    for (w, t) in windows.iter().zip(&totals) {
+        println!(
+            "  {:<60} {:>5} passes {:>6} effects compared {:>3} differ",
+            w.name, t.passes, t.effects, t.differ
+        );
+    }
+    Ok(clean)
+}
+
+fn print_divergence(d: &Divergence) {
+    let show =
+        |v: &Option<serde_json::Value>| v.as_ref().map_or("(none)".into(), |v| v.to_string());
+    println!("pass {} at {} effect #{}:", d.pass, d.at, d.index);
+    if let (Some(a), Some(b)) = (&d.recorded, &d.replayed) {
+        for line in json_differences(a, b, 10) {
+            println!("  differs at {line}  (recorded -> replayed)");
+        }
+    }
+    println!("  recorded: {}", show(&d.recorded));
+    println!("  replayed: {}", show(&d.replayed));
 }

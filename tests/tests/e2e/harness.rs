@@ -114,6 +114,8 @@ pub struct Case {
     pub client: Client,
     /// The operator namespace.
     pub ns: String,
+    /// When the case started, for the replay window of its test.
+    pub started: jiff::Timestamp,
 }
 
 impl Case {
@@ -125,6 +127,7 @@ impl Case {
             nodes: (0..n).map(|i| format!("e2e-{id}-{i}")).collect(),
             client,
             ns: namespace(),
+            started: jiff::Timestamp::now(),
         };
         case.cleanup().await?;
         for node in &case.nodes {
@@ -401,6 +404,7 @@ impl Case {
     /// Ends the test: cleans up after success; after a failure prints diagnostics and keeps the
     /// objects for inspection.
     pub async fn finish(self, outcome: Result<()>) -> Result<()> {
+        self.record_window();
         match outcome {
             Ok(()) => {
                 self.cleanup().await?;
@@ -414,6 +418,28 @@ impl Case {
                 );
                 Err(e)
             }
+        }
+    }
+
+    /// Appends `<test> <start> <end>` to `NODEWRIGHT_E2E_WINDOWS`, so the driver's trace replay can
+    /// report the passes and effects of this test.
+    fn record_window(&self) {
+        let Some(path) = std::env::var_os("NODEWRIGHT_E2E_WINDOWS") else {
+            return;
+        };
+        let thread = std::thread::current();
+        let name = thread
+            .name()
+            .unwrap_or(&self.id)
+            .replace(char::is_whitespace, "_");
+        let line = format!("{name} {} {}\n", self.started, jiff::Timestamp::now());
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("[e2e] cannot record the replay window in {path:?}: {e}");
         }
     }
 

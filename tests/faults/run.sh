@@ -58,6 +58,7 @@ LOG_ENCODER=console
 LOG_LEVEL=info
 POD_NAME=faults-$1-$2
 NODEWRIGHT_USER_AGENT=nodewright-faults-$1-$2
+NODEWRIGHT_TRACE=$RUN/traces/op-$1-$(printf %03d "$2").jsonl
 EOF
 }
 probe_port() { if [ "$1" = a ]; then echo "$FAULTS_PROBE_PORT"; else echo $((FAULTS_PROBE_PORT + 1)); fi; }
@@ -221,7 +222,7 @@ SAMPLER= SLOWER=
 cd "$ROOT"
 "$ROOT/tests/cluster/down.sh" >/dev/null 2>&1 || true
 rm -rf "$RUN/etcd" "$AUDIT"
-mkdir -p "$RUN" "$LOGS" "$PIDS"
+mkdir -p "$RUN" "$LOGS" "$PIDS"; rm -rf "$RUN/traces"; mkdir -p "$RUN/traces"
 cat > "$RUN/audit-policy.yaml" <<EOF
 apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -372,5 +373,16 @@ for sc in "${scenarios[@]}"; do
     *) fail "unknown scenario $sc" ;;
   esac
 done
+# Every operator process's trace (deposed and killed leaders included) replays with this commit's
+# simulator and core without a differing effect (docs/simulator.md).
+stop_ops
+cargo build -q -p nodewright-sim --bin nodewright-sim
+mapfile -t traces < <(find "$RUN/traces" -name 'op-*.jsonl' | sort)
+if "$target_dir/debug/nodewright-sim" replay --show 5 "${traces[@]}" > "$RUN/replay.txt" 2>&1; then
+  log "replay: ${#traces[@]} traces, 0 differing effects"
+else
+  fail "replay: the core decides differently on a recorded snapshot (traces in $RUN/traces)"
+fi
+cat "$RUN/replay.txt" >&2
 [ "$failed" = 0 ] && log "all scenarios passed" || log "some scenarios FAILED"
 exit "$failed"

@@ -264,6 +264,12 @@ wait_until 180 "NodeWright lc complete" sh -c "[ \"\$($KUBECTL get nodewright lc
 kc -n default get pod lc-workload >/dev/null 2>&1 && die "the workload pod was not drained"
 say "rollout with interrupt and drain complete"
 
+# The user guide's first NodeWright, as written in docs/user-guide.md "Install". It selects
+# example.com/pool=gpu, which no node here carries, so it completes at once with no work.
+kc apply -f crds/examples/simple.yaml >/dev/null
+kc get nodewrights
+wait_until 60 "the user guide's NodeWright simple complete" sh -c "[ \"\$($KUBECTL get nodewright simple -o jsonpath='{.status.status}')\" = complete ]"
+
 # Rotation: the certificate lives 90 s and is re-minted 60 s before expiry.
 wait_until 150 "a rotated certificate served by both replicas" sh -c "
   s=\$($KUBECTL -n $NS get secret webhook-cert -o jsonpath='{.data.tls\.crt}' | base64 -d | openssl x509 -noout -fingerprint -sha256 | cut -d= -f2)

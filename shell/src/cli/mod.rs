@@ -189,6 +189,9 @@ pub async fn client(g: &Global) -> Result<Client> {
             Err(_) => Config::infer().await?,
         },
     };
+    // The operator's bounds: every CLI call has connect, write and read timeouts.
+    let agent = format!("kubectl-nodewright/{}", env!("CARGO_PKG_VERSION"));
+    let config = crate::client::configure(config, crate::client::Purpose::Request, &agent)?;
     Ok(Client::try_from(config)?)
 }
 

@@ -298,7 +298,10 @@ mod tests {
         );
         assert!(classic.contains("# TYPE nodewright_operator_passes_total counter"));
         assert!(classic.contains("nodewright_operator_passes_total 1\n"));
-        assert!(!classic.contains("# EOF") && !classic.contains(" 1.0\n"), "{classic}");
+        assert!(
+            !classic.contains("# EOF") && !classic.contains(" 1.0\n"),
+            "{classic}"
+        );
         let (ct, open) = m.negotiate(Some("application/openmetrics-text;version=1.0.0"));
         assert_eq!(ct, CONTENT_TYPE);
         assert!(open.ends_with("# EOF\n"));
@@ -328,9 +331,16 @@ mod tests {
     #[test]
     fn process_and_build_metrics_are_exported() {
         let text = Metrics::new(false).encode_classic();
-        assert!(text.contains("nodewright_operator_build_info{version="), "{text}");
+        assert!(
+            text.contains("nodewright_operator_build_info{version="),
+            "{text}"
+        );
         #[cfg(target_os = "linux")]
-        for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"] {
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        ] {
             assert!(text.contains(&format!("\n{name} ")), "{name}: {text}");
         }
     }

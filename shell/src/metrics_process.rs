@@ -91,9 +91,9 @@ fn one(
 ) -> Result<(), std::fmt::Error> {
     let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
     match kind {
-        MetricType::Counter => metric.encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(
-            &value, None,
-        ),
+        MetricType::Counter => {
+            metric.encode_counter::<prometheus_client::encoding::NoLabelSet, _, f64>(&value, None)
+        }
         _ => metric.encode_gauge(&value),
     }
 }
@@ -104,18 +104,72 @@ impl Collector for ProcessCollector {
         if let Some(s) = ProcessStats::read() {
             let counter = MetricType::Counter;
             let gauge = MetricType::Gauge;
-            one(e, "process_cpu_seconds", "Total user and system CPU time spent in seconds", counter, s.cpu_seconds)?;
-            one(e, "process_start_time_seconds", "Start time of the process since unix epoch in seconds", gauge, s.start_time_seconds)?;
-            one(e, "process_resident_memory_bytes", "Resident memory size in bytes", gauge, s.resident_bytes)?;
-            one(e, "process_virtual_memory_bytes", "Virtual memory size in bytes", gauge, s.virtual_bytes)?;
-            one(e, "process_threads", "Number of OS threads of the process", gauge, s.threads)?;
-            one(e, "process_open_fds", "Number of open file descriptors", gauge, s.open_fds)?;
-            one(e, "process_max_fds", "Maximum number of open file descriptors", gauge, s.max_fds)?;
+            one(
+                e,
+                "process_cpu_seconds",
+                "Total user and system CPU time spent in seconds",
+                counter,
+                s.cpu_seconds,
+            )?;
+            one(
+                e,
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds",
+                gauge,
+                s.start_time_seconds,
+            )?;
+            one(
+                e,
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                gauge,
+                s.resident_bytes,
+            )?;
+            one(
+                e,
+                "process_virtual_memory_bytes",
+                "Virtual memory size in bytes",
+                gauge,
+                s.virtual_bytes,
+            )?;
+            one(
+                e,
+                "process_threads",
+                "Number of OS threads of the process",
+                gauge,
+                s.threads,
+            )?;
+            one(
+                e,
+                "process_open_fds",
+                "Number of open file descriptors",
+                gauge,
+                s.open_fds,
+            )?;
+            one(
+                e,
+                "process_max_fds",
+                "Maximum number of open file descriptors",
+                gauge,
+                s.max_fds,
+            )?;
         }
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             let m = handle.metrics();
-            one(e, "nodewright_operator_runtime_workers", "Worker threads of the async runtime", MetricType::Gauge, m.num_workers() as f64)?;
-            one(e, "nodewright_operator_runtime_alive_tasks", "Tasks alive in the async runtime", MetricType::Gauge, m.num_alive_tasks() as f64)?;
+            one(
+                e,
+                "nodewright_operator_runtime_workers",
+                "Worker threads of the async runtime",
+                MetricType::Gauge,
+                m.num_workers() as f64,
+            )?;
+            one(
+                e,
+                "nodewright_operator_runtime_alive_tasks",
+                "Tasks alive in the async runtime",
+                MetricType::Gauge,
+                m.num_alive_tasks() as f64,
+            )?;
         }
         let mut info = encoder.encode_descriptor(
             "nodewright_operator_build_info",

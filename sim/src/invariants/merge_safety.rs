@@ -24,7 +24,7 @@ impl Checker {
         };
         let after = delta.apply_to(fresh.clone());
         for nw in deleted {
-            if let Some(doc) = facts::annotation(&after, &keys::node_state(&nw)) {
+            if let Some(doc) = facts::annotation(&after, &keys::node_state(nw)) {
                 self.report(
                     at,
                     "I13 merge-safety",

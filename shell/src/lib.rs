@@ -17,6 +17,8 @@ pub mod logging;
 pub mod merge;
 pub mod metrics;
 pub mod metrics_auth;
+pub mod metrics_format;
+pub mod metrics_process;
 pub mod operator;
 pub mod runner;
 pub mod server;

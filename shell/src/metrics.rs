@@ -1,5 +1,6 @@
 //! Prometheus metrics: the core's `nodewright_*` gauges of the last pass (02-lifecycle.md §12.7)
-//! plus operator self-metrics, encoded as OpenMetrics text.
+//! plus operator self-metrics and process metrics, encoded as OpenMetrics text or as the classic
+//! text format 0.0.4, whichever the scraper's `Accept` header asks for (as client_golang does).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
@@ -14,8 +15,32 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// Content type of [`Metrics::encode`]'s output.
+/// Content type of the OpenMetrics exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Content type of the classic text exposition (Prometheus text format 0.0.4).
+pub const CLASSIC_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// One line of help per rollout gauge (name without the `nodewright_` prefix).
+pub fn gauge_help(name: &str) -> &'static str {
+    match name {
+        "status" => "1 for the NodeWright's current overall status, 0 for the others",
+        "node_status_count" => "Nodes of the NodeWright per node status",
+        "node_target_count" => "Nodes the NodeWright selects",
+        "package_state_count" => "Nodes per package version and package state",
+        "package_stage_count" => "Nodes per package version and stage",
+        "package_restarts_count" => "Executor restarts summed over the nodes, per package version",
+        "rollout_matched_nodes" => "Nodes assigned to the compartment",
+        "rollout_ceiling" => "Nodes the compartment's budget lets be in progress at once",
+        "rollout_in_progress" => "Compartment nodes in progress",
+        "rollout_completed" => "Compartment nodes complete",
+        "rollout_progress_percent" => "Completed compartment nodes in percent of the matched ones",
+        "rollout_current_batch" => "Current batch number of the compartment (1-based)",
+        "rollout_consecutive_failures" => "Failed batches in a row in the compartment",
+        "rollout_should_stop" => "1 when the compartment stopped until a reset",
+        _ => "NodeWright rollout gauge",
+    }
+}
 
 type Labels = Vec<(String, String)>;
 
@@ -65,8 +90,8 @@ fn encode_gauges(
     series: &[(Labels, f64)],
     rename: Option<(&str, &str)>,
 ) -> Result<(), std::fmt::Error> {
-    let mut metric =
-        encoder.encode_descriptor(name, "NodeWright rollout gauge", None, MetricType::Gauge)?;
+    let short = name.split_once('_').map_or(name, |(_, rest)| rest);
+    let mut metric = encoder.encode_descriptor(name, gauge_help(short), None, MetricType::Gauge)?;
     for (labels, value) in series {
         let labels: Labels = labels
             .iter()
@@ -85,7 +110,12 @@ fn encode_one(
     labels: &Labels,
     value: f64,
 ) -> Result<(), std::fmt::Error> {
-    metric.encode_family(labels)?.encode_gauge(&value)
+    // The gauges are counts: integral values are written as integers (`1`, not `1.0`).
+    if value.fract() == 0.0 && value.abs() < 9.0e15 {
+        metric.encode_family(labels)?.encode_gauge(&(value as i64))
+    } else {
+        metric.encode_family(labels)?.encode_gauge(&value)
+    }
 }
 
 /// Labels of the effect counter.
@@ -127,6 +157,7 @@ impl Metrics {
             ..PlanGauges::default()
         });
         registry.register_collector(Box::new(plan.clone()));
+        registry.register_collector(Box::new(crate::metrics_process::ProcessCollector));
         let sub = registry.sub_registry_with_prefix("nodewright_operator");
         let passes = Counter::default();
         sub.register("passes", "Reconcile passes run", passes.clone());
@@ -186,6 +217,24 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+
+    /// The classic text exposition (format 0.0.4), values written as client_golang writes them.
+    pub fn encode_classic(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::prometheus_text::encode(&mut out, &self.registry);
+        crate::metrics_format::go_values(&out)
+    }
+
+    /// The exposition for a request's `Accept` header and its content type: OpenMetrics only
+    /// when the header accepts `application/openmetrics-text`, the classic format otherwise.
+    pub fn negotiate(&self, accept: Option<&str>) -> (&'static str, String) {
+        if crate::metrics_format::wants_openmetrics(accept) {
+            (CONTENT_TYPE, self.encode())
+        } else {
+            (CLASSIC_CONTENT_TYPE, self.encode_classic())
+        }
+    }
 }
 
 impl std::fmt::Debug for Metrics {
@@ -234,6 +283,66 @@ mod tests {
             text.contains(r#"skyhook_status{skyhook_name="nw",status="complete"} 1"#),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_accept_header_chooses_the_format() {
+        let m = Metrics::new(false);
+        m.plan.replace(&[sample("status", 1.0)]);
+        m.passes.inc();
+        let (ct, classic) = m.negotiate(None);
+        assert_eq!(ct, CLASSIC_CONTENT_TYPE);
+        assert!(
+            classic.contains(r#"nodewright_status{nodewright_name="nw",status="complete"} 1"#),
+            "{classic}"
+        );
+        assert!(classic.contains("# TYPE nodewright_operator_passes_total counter"));
+        assert!(classic.contains("nodewright_operator_passes_total 1\n"));
+        assert!(
+            !classic.contains("# EOF") && !classic.contains(" 1.0\n"),
+            "{classic}"
+        );
+        let (ct, open) = m.negotiate(Some("application/openmetrics-text;version=1.0.0"));
+        assert_eq!(ct, CONTENT_TYPE);
+        assert!(open.ends_with("# EOF\n"));
+        assert!(open.contains("# TYPE nodewright_operator_passes counter"));
+    }
+
+    #[test]
+    fn every_rollout_gauge_has_its_own_help() {
+        let names = [
+            "status",
+            "node_status_count",
+            "node_target_count",
+            "package_state_count",
+            "package_stage_count",
+            "package_restarts_count",
+        ];
+        let all: Vec<&str> = names
+            .iter()
+            .copied()
+            .chain(nodewright_core::rollout::ROLLOUT_METRICS)
+            .collect();
+        let helps: std::collections::BTreeSet<&str> = all.iter().map(|n| gauge_help(n)).collect();
+        assert_eq!(helps.len(), all.len());
+        assert!(!helps.contains("NodeWright rollout gauge"));
+    }
+
+    #[test]
+    fn process_and_build_metrics_are_exported() {
+        let text = Metrics::new(false).encode_classic();
+        assert!(
+            text.contains("nodewright_operator_build_info{version="),
+            "{text}"
+        );
+        #[cfg(target_os = "linux")]
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_open_fds",
+        ] {
+            assert!(text.contains(&format!("\n{name} ")), "{name}: {text}");
+        }
     }
 
     #[test]

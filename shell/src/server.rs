@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::health::{CONTACT_WINDOW, Contact, PASS_STUCK_AFTER};
-use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::metrics::Metrics;
 use crate::metrics_auth::MetricsAuth;
 use crate::runner::PassClock;
 use crate::webhook::admission::{self, Hook, Lookups};
@@ -151,9 +151,13 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State(m): State<Arc<Metrics>>| async move {
-                ([(header::CONTENT_TYPE, CONTENT_TYPE)], m.encode()).into_response()
-            }),
+            get(
+                |State(m): State<Arc<Metrics>>, headers: axum::http::HeaderMap| async move {
+                    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+                    let (content_type, body) = m.negotiate(accept);
+                    ([(header::CONTENT_TYPE, content_type)], body).into_response()
+                },
+            ),
         )
         .with_state(metrics)
 }

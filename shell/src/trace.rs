@@ -150,7 +150,7 @@ impl<O> Record<O> {
             pass,
             effects: plan.effects.clone(),
             requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
-            errors: plan.errors.clone(),
+            errors: plan.error_messages(),
         }
     }
 }

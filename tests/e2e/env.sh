@@ -11,7 +11,9 @@
 # The operator under test: probe port (/healthz, /readyz) and webhook port, both on 127.0.0.1.
 : "${E2E_PROBE_PORT:=18091}"
 : "${E2E_WEBHOOK_PORT:=9444}"
-export NODEWRIGHT_RUN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT KWOK_PORT E2E_PROBE_PORT E2E_WEBHOOK_PORT
+# /metrics of the operator under test (plain HTTP on 127.0.0.1); the monitoring test scrapes it.
+: "${E2E_METRICS_PORT:=$((E2E_PROBE_PORT + 10))}"
+export NODEWRIGHT_RUN ETCD_PORT ETCD_PEER_PORT APISERVER_PORT KCM_PORT KWOK_PORT E2E_PROBE_PORT E2E_WEBHOOK_PORT E2E_METRICS_PORT
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$E2E_DIR/../.." && pwd)
 export KUBECONFIG=$NODEWRIGHT_RUN/kubeconfig

@@ -15,6 +15,8 @@ mod support;
 
 #[path = "e2e/admission.rs"]
 mod admission;
+#[path = "e2e/cli_connect.rs"]
+mod cli_connect;
 #[path = "e2e/cycles.rs"]
 mod cycles;
 #[path = "e2e/decode.rs"]

@@ -1,8 +1,15 @@
 //! `kubectl nodewright`: the kubectl plugin (06-operations.md §1). Implemented verbs: `version`,
 //! `pause`, `resume`, `disable`, `enable`, `reset`, `node list|status|reset|ignore|unignore`,
-//! `package status|rerun`, `deployment-policy reset`.
+//! `package status|rerun`, `deployment-policy reset`, `migrate`.
 
+mod connect;
 mod lifecycle;
+mod migrate;
+mod migrate_apply;
+mod migrate_guard;
+mod migrate_node;
+mod migrate_object;
+mod migrate_pods;
 mod node;
 mod nodes_write;
 mod package;
@@ -10,13 +17,13 @@ mod patterns;
 mod policy;
 mod reset;
 mod table;
+mod version;
 
 use std::io::{BufRead, Write};
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config};
+use kube::Client;
 
 /// Output formats of listing commands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,12 +51,9 @@ fn parse_output(s: &str) -> Result<Output, String> {
 /// Flags shared by every command.
 #[derive(Args, Clone, Debug)]
 pub struct Global {
-    /// Path to the kubeconfig file.
-    #[arg(long, global = true, env = "KUBECONFIG")]
-    pub kubeconfig: Option<String>,
-    /// Kubeconfig context.
-    #[arg(long, global = true)]
-    pub context: Option<String>,
+    /// kubectl's connection flags.
+    #[command(flatten)]
+    pub connect: connect::ConnectFlags,
     /// Operator namespace.
     #[arg(short = 'n', long, global = true, default_value = "nodewright")]
     pub namespace: String,
@@ -83,8 +87,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the plugin version.
-    Version,
+    /// Print the plugin version and the operator's version.
+    Version(version::VersionArgs),
     /// Pause a NodeWright.
     Pause(lifecycle::LifecycleArgs),
     /// Resume a paused NodeWright.
@@ -101,6 +105,8 @@ enum Command {
     /// Package commands.
     #[command(subcommand)]
     Package(PackageCommand),
+    /// Take a cluster over from the Go operator (skyhook.nvidia.com): dry run unless --apply.
+    Migrate(migrate::MigrateArgs),
     /// DeploymentPolicy batch-state commands.
     #[command(subcommand, name = "deployment-policy", alias = "dp")]
     DeploymentPolicy(PolicyCommand),
@@ -126,30 +132,24 @@ enum PolicyCommand {
     },
 }
 
-fn version_summary() -> &'static str {
-    concat!(env!("CARGO_PKG_VERSION"))
-}
-
 /// Runs the plugin; errors are printed by the caller and exit 1.
 pub async fn run(cli: Cli) -> Result<()> {
     let g = cli.global;
     let Some(command) = cli.command else {
         if cli.version {
-            println!("NodeWright plugin: {}", version_summary());
+            println!("NodeWright plugin: {}", version::plugin_version());
             return Ok(());
         }
         bail!("a command is required (see --help)");
     };
     match command {
-        Command::Version => {
-            println!("NodeWright plugin:\t{}", version_summary());
-            Ok(())
-        }
+        Command::Version(a) => version::run(&g, a).await,
         Command::Pause(a) => lifecycle::run(&g, lifecycle::Verb::Pause, a).await,
         Command::Resume(a) => lifecycle::run(&g, lifecycle::Verb::Resume, a).await,
         Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,
         Command::Enable(a) => lifecycle::run(&g, lifecycle::Verb::Enable, a).await,
         Command::Reset(a) => reset::run(&g, a).await,
+        Command::Migrate(a) => migrate::run(&g, a).await,
         Command::Node(node::NodeCommand::Reset(a)) => {
             nodes_write::reset(&g, &a.nodes, &a.nodewright, a.confirm).await
         }
@@ -169,30 +169,14 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// A client for the selected kubeconfig and context.
+/// A client for the selected kubeconfig, context and connection flags; every request is bounded.
 pub async fn client(g: &Global) -> Result<Client> {
-    let options = KubeConfigOptions {
-        context: g.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match g
-        .kubeconfig
-        .as_deref()
-        .filter(|p| !p.is_empty() && !p.contains(':'))
-    {
-        Some(path) => {
-            let kc = Kubeconfig::read_from(path).with_context(|| format!("reading {path}"))?;
-            Config::from_custom_kubeconfig(kc, &options).await?
-        }
-        None => match Config::from_kubeconfig(&options).await {
-            Ok(c) => c,
-            Err(_) => Config::infer().await?,
-        },
-    };
-    // The operator's bounds: every CLI call has connect, write and read timeouts.
-    let agent = format!("kubectl-nodewright/{}", env!("CARGO_PKG_VERSION"));
-    let config = crate::client::configure(config, crate::client::Purpose::Request, &agent)?;
-    Ok(Client::try_from(config)?)
+    g.connect.client(crate::client::Purpose::Request).await
+}
+
+/// A client for watches and log streams (no overall bound, a long read timeout).
+pub async fn watch_client(g: &Global) -> Result<Client> {
+    g.connect.client(crate::client::Purpose::Watch).await
 }
 
 /// Lifecycle prompt: only `y`/`Y` proceed; anything else (or EOF) aborts.

@@ -7,6 +7,7 @@ use super::prelude::release_cordon;
 use super::status::{remove_condition, set_condition};
 use super::view::NwView;
 use super::work::{Slot, nw_ref};
+use crate::NodeKeys;
 use crate::effect::Effect;
 
 /// R6.2; true when the pass must end (finalizer removed, or deletion blocked by bad state).
@@ -106,20 +107,8 @@ fn cleanup(ctx: &mut Ctx, v: &NwView) {
         let Some(node) = ctx.node(name) else { continue };
         release_cordon(ctx, &v.name, node);
         let keep_state = ctx.doc(v, name).is_some_and(|d| !d.is_empty());
-        let mut keys_to_drop = vec![keys::node_status(&v.name), keys::drain_start(&v.name)];
-        if !keep_state {
-            keys_to_drop.push(keys::node_version(&v.name));
-            // The whole document goes (never re-merged): drop any entry changes of this pass.
-            ctx.work.drop_state(&v.name, name);
-            if super::view::annotation(node, &keys::node_state(&v.name)).is_some() {
-                ctx.work.removed.insert((name.clone(), v.name.clone()));
-            }
-        }
-        for key in keys_to_drop {
-            ctx.work.set_annotation(node, &key, None);
-        }
-        ctx.work.set_label(node, &keys::node_status(&v.name), None);
-        ctx.work.unguarded.insert(name.clone());
+        ctx.work
+            .reset_node(node, &v.name, &NodeKeys::of(&v.name), !keep_state);
         let prefix = format!("{}/{}/", keys::PREFIX, v.name);
         let remove: Vec<String> = node
             .status

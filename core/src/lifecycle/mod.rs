@@ -8,6 +8,7 @@
 mod config;
 mod ctx;
 pub mod dag;
+mod done;
 mod emit;
 mod finalizer;
 pub mod interrupts;

@@ -43,6 +43,7 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
     let blocked = dependency_blocked(ctx, v);
     let graph = v.graph_error();
     let non_interrupt: Vec<String> = ctx
+        .done
         .non_interrupt_blocked
         .iter()
         .filter(|(nw, _)| *nw == v.name)
@@ -180,7 +181,7 @@ fn toggle(
 /// [Ext] DrainBlocked, rebuilt each pass from this pass's blockers; true on change.
 fn drain_blocked(ctx: &mut Ctx, v: &NwView) -> bool {
     let (generation, now) = (v.generation, ctx.now);
-    let blocked: Vec<(&String, &Vec<super::work_phase::Blocker>)> = ctx
+    let blocked: Vec<(&String, &Vec<super::done::Blocker>)> = ctx
         .drain_blockers
         .iter()
         .filter(|((nw, _), _)| *nw == v.name)
@@ -389,7 +390,7 @@ pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
     );
     for e in result.effects {
         if let crate::effect::Effect::DeleteJob { name, .. } = &e {
-            ctx.cleared.insert(name.clone());
+            ctx.done.cleared.insert(name.clone());
         }
         ctx.work.push(Slot::Before, e);
     }

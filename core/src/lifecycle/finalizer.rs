@@ -3,12 +3,11 @@
 use nodewright_crds::keys;
 
 use super::ctx::Ctx;
-use super::prelude::release_cordon;
 use super::status::{remove_condition, set_condition};
 use super::view::NwView;
 use super::work::{Slot, nw_ref};
-use crate::NodeKeys;
 use crate::effect::Effect;
+use crate::{NodeKeys, PlanError, PlanErrorKind};
 
 /// R6.2; true when the pass must end (finalizer removed, or deletion blocked by bad state).
 pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
@@ -81,9 +80,8 @@ pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
             );
         }
         if state_err {
-            ctx.work
-                .errors
-                .push(format!("nodewright {}: {message}", v.name));
+            let kind = PlanErrorKind::DeletionBlocked(message.to_string());
+            ctx.work.errors.push(PlanError::new(&v.name, kind));
             return true;
         }
         return false;
@@ -105,7 +103,7 @@ pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
 fn cleanup(ctx: &mut Ctx, v: &NwView) {
     for name in &v.nodes {
         let Some(node) = ctx.node(name) else { continue };
-        release_cordon(ctx, &v.name, node);
+        ctx.work.release_cordon(&v.name, node);
         let keep_state = ctx.doc(v, name).is_some_and(|d| !d.is_empty());
         ctx.work
             .reset_node(node, &v.name, &NodeKeys::of(&v.name), !keep_state);

@@ -4,7 +4,6 @@
 use nodewright_crds::Status;
 
 use super::ctx::Ctx;
-use super::prelude::release_cordon;
 use super::view::NwView;
 use super::work::{Slot, node_ref, nw_ref};
 use crate::NodeKeys;
@@ -68,7 +67,7 @@ fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
     for e in jobs {
         ctx.work.push(Slot::Before, e);
     }
-    release_cordon(ctx, &v.name, node); // Q16: release through the ownership rule
+    ctx.work.release_cordon(&v.name, node); // Q16: release through the ownership rule
     ctx.work.reset_node(node, &v.name, &keys, true);
     ctx.work.mirror_mut(&v.name).remove(name);
     let status = ctx.status_mut(v);

@@ -53,7 +53,7 @@ pub struct Work {
     /// Events, emitted last.
     pub events: Vec<Effect>,
     /// Errors collected (the shell backs off).
-    pub errors: Vec<String>,
+    pub errors: Vec<crate::PlanError>,
     /// `P/status_<NW>` keys, built once per NodeWright.
     pub status_keys: BTreeMap<String, String>,
 }
@@ -125,6 +125,25 @@ impl Work {
             self.set_label(node, key, None);
         }
         self.unguarded.insert(name);
+    }
+
+    /// §8.7 uncordon through ownership: drop `P/cordon_<NW>`; clear `unschedulable` only when
+    /// no other cordon annotation remains. A NodeWright without the annotation touches nothing.
+    pub fn release_cordon(&mut self, nw: &str, node: &Node) {
+        let key = keys::cordon(nw);
+        if self.annotation(node, &key).is_none() {
+            return;
+        }
+        self.set_annotation(node, &key, None);
+        let prefix = format!("{}/cordon_", keys::PREFIX);
+        let others = node.metadata.annotations.iter().flatten().any(|(k, _)| {
+            (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
+                && k != &key
+                && self.annotation(node, k).is_some()
+        });
+        if !others {
+            self.set_unschedulable(node, false);
+        }
     }
 
     /// Sets a label on a node (only recorded when it differs from the snapshot node).

@@ -19,6 +19,7 @@ use super::status::set_condition;
 use super::view::NwView;
 use super::work::{Slot, node_ref, nw_ref};
 use crate::effect::{Context, Effect};
+use crate::{PlanError, PlanErrorKind};
 
 /// Runs the work phase of `views[vi]`.
 pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
@@ -29,9 +30,8 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let dag = match (&v.graph, v.graph_error()) {
         (Ok(dag), None) => dag,
         (_, Some(err)) => {
-            ctx.work
-                .errors
-                .push(format!("nodewright {}: {err}", v.name));
+            let kind = PlanErrorKind::InvalidGraph(err);
+            ctx.work.errors.push(PlanError::new(&v.name, kind));
             return;
         }
         (Err(_), None) => return,
@@ -39,7 +39,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let uninstall_work = match has_uninstall_work(ctx, v) {
         Ok(w) => w,
         Err(e) => {
-            ctx.work.errors.push(format!("nodewright {}: {e}", v.name));
+            ctx.work.errors.push(PlanError::new(&v.name, e));
             return;
         }
     };
@@ -80,7 +80,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
 }
 
 /// D9 HasUninstallWork; unreadable state is an error.
-pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
+pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, PlanErrorKind> {
     if v.packages.values().any(Package::is_uninstalling) {
         return Ok(true);
     }
@@ -88,7 +88,7 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
     for node in &v.nodes {
         let doc = ctx
             .doc(v, node)
-            .ok_or_else(|| format!("nodeState on node {node} cannot be parsed"))?;
+            .ok_or_else(|| PlanErrorKind::UnreadableState(node.clone()))?;
         if work {
             continue; // only readability still matters
         }

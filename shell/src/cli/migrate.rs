@@ -177,6 +177,31 @@ fn adopted_state(
     }
 }
 
+/// What recording the finished legacy pods on `node` changes, for the printed plan.
+fn adoption_lines(
+    node: &Node,
+    pods: &[LegacyPod],
+    nws: &BTreeMap<String, NodeWright>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    for pod in pods.iter().filter(|p| p.node == node.name_any()) {
+        let key = format!(
+            "{}nodeState_{}",
+            super::migrate_node::LEGACY_PREFIX,
+            pod.skyhook
+        );
+        let doc = node.annotations().get(&key).map(|t| NodeState::parse(t));
+        if let (Some(nw), Some(Ok(mut doc))) = (nws.get(&pod.skyhook), doc) {
+            lines.extend(
+                adopt(&mut doc, pod, nw)
+                    .into_iter()
+                    .map(|l| format!("nodeState {l}")),
+            );
+        }
+    }
+    lines
+}
+
 /// Builds the plan from the cluster as it is now.
 pub async fn build_plan(client: &Client) -> Result<Plan> {
     let sky_api: Api<DynamicObject> =
@@ -211,6 +236,8 @@ pub async fn build_plan(client: &Client) -> Result<Plan> {
         let p = plan_node(&n, &migrated, &|owner, legacy| {
             adopted_state(&name, owner, legacy, pods, &nws)
         });
+        let mut p = p;
+        p.lines.extend(adoption_lines(&n, pods, &nws));
         if !p.is_empty() || !p.skipped.is_empty() {
             plan.nodes.push(p);
         }
@@ -226,10 +253,8 @@ fn print_object(label: &str, legacy_kind: &str, p: &ObjectPlan, exists: bool) {
     } else {
         "create"
     };
-    println!(
-        "{label} {} (from {legacy_kind} {}): {action}",
-        p.kind, p.name
-    );
+    let (kind, name) = (p.kind, &p.name);
+    println!("{label} {kind} {name} (from {legacy_kind} {name}): {action}");
     for problem in &p.problems {
         println!("  problem: {problem}");
     }
@@ -315,15 +340,19 @@ pub async fn run(g: &Global, args: MigrateArgs) -> Result<()> {
         println!("\n[dry-run] nothing written; run again with --apply to write these changes");
         return finish(&plan);
     }
-    if plan.pods.iter().any(must_wait) {
+    let waited = plan.pods.iter().any(must_wait);
+    if waited {
         wait_for_pods(&client, &plan, Duration::from_secs(args.wait_timeout)).await?;
-        println!("Legacy executor pods ended; recomputing the plan with their outcomes");
+        println!("Legacy executor pods ended; the plan with their outcomes:");
     }
     let plan = build_plan(&client)
         .await
         .context("re-reading the cluster")?;
     if plan.pods.iter().any(must_wait) {
         bail!("a legacy executor pod started while migrating: is the Go operator stopped?");
+    }
+    if waited {
+        print_plan(&plan, false);
     }
     super::migrate_apply::apply(&client, &plan).await?;
     finish(&plan)

@@ -8,6 +8,7 @@
 #        NODEWRIGHT_SKIP_HELM=1 tests/run-all.sh  # skip the Helm chart checks
 #        NODEWRIGHT_SKIP_IMAGE=1 tests/run-all.sh # skip the operator image build and check
 #        NODEWRIGHT_SKIP_HELM_LIFECYCLE=1 tests/run-all.sh  # skip tests/helm/lifecycle.sh
+#        NODEWRIGHT_SKIP_SCALE=1 tests/run-all.sh # skip the 50-node scale harness smoke
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -57,6 +58,13 @@ if [ "${NODEWRIGHT_SKIP_E2E:-0}" != 1 ]; then
   if [ -x tests/e2e/run.sh ]; then
     step "end-to-end suite against a real kube-apiserver"
     tests/e2e/run.sh
+  fi
+  if [ "${NODEWRIGHT_SKIP_SCALE:-0}" != 1 ]; then
+    step "scale harness smoke: 50 kwok nodes x 2 packages (tests/scale/run.sh, debug operator)"
+    cargo build -q -p nodewright-shell --bin nodewright-operator
+    SCALE_SMOKE=1 SCALE_PERCENT=50 SCALE_IDLE=6 SCALE_TIMEOUT=150 NODEWRIGHT_RUN=/tmp/nodewright-scale-smoke \
+      SCALE_OPERATOR_BIN="$(cargo metadata --format-version 1 --no-deps | jq -r .target_directory)/debug/nodewright-operator" \
+      tests/scale/run.sh 50 2
   fi
   if [ "${NODEWRIGHT_SKIP_HELM_LIFECYCLE:-0}" != 1 ]; then
     step "Helm lifecycle: install, certificate rotation, rollout as the chart's ServiceAccount, metrics auth, upgrade, rollback, uninstall, RBAC vs audit log"

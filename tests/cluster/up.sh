@@ -13,7 +13,11 @@
 #        NODEWRIGHT_NODE_MONITOR_GRACE=<duration> for kube-controller-manager's
 #        --node-monitor-grace-period (default 50s; applies when KCM is (re)started),
 #        NODEWRIGHT_AUDIT_POLICY=<audit policy file>: the apiserver writes a JSON audit log to
-#        $NODEWRIGHT_RUN/logs/audit.log (applies when the apiserver is (re)started).
+#        $NODEWRIGHT_RUN/logs/audit.log (applies when the apiserver is (re)started),
+#        NODEWRIGHT_APISERVER_ARGS / NODEWRIGHT_KCM_ARGS=<extra flags, space separated> for
+#        kube-apiserver / kube-controller-manager (e.g. the scale harness's
+#        --disable-admission-plugins=TaintNodesByCondition and --kube-api-qps=...),
+#        NODEWRIGHT_KWOK_LEASE_SECONDS=<kwok --node-lease-duration-seconds> (default 40).
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib.sh"
@@ -188,7 +192,7 @@ start kube-apiserver apiserver_ready 180 "$APISERVER_PORT" -- \
   --service-cluster-ip-range=10.0.0.0/24 \
   --authorization-mode=RBAC \
   --allow-privileged=true \
-  --profiling=false --v=1 "${audit_args[@]}"
+  --profiling=false --v=1 "${audit_args[@]}" ${NODEWRIGHT_APISERVER_ARGS:-}
 
 # 3. kube-controller-manager (spec 08 §5): real Job, TTL, GC, pod-GC, node-lifecycle controllers.
 start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \
@@ -205,7 +209,7 @@ start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \
   --node-monitor-period=5s \
   ${NODEWRIGHT_NODE_MONITOR_GRACE:+--node-monitor-grace-period=$NODEWRIGHT_NODE_MONITOR_GRACE} \
   --terminated-pod-gc-threshold=12500 \
-  --v=1
+  --v=1 ${NODEWRIGHT_KCM_ARGS:-}
 
 # 4. kwok (spec 08 §6): fake kubelets for Nodes annotated kwok.x-k8s.io/node=fake.
 kwok_cfg=(
@@ -221,7 +225,7 @@ start kwok kwok_ready 60 "$KWOK_PORT" -- \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-ip=127.0.0.1 \
   --cidr=10.244.0.0/16 \
-  --node-lease-duration-seconds=40 \
+  --node-lease-duration-seconds="${NODEWRIGHT_KWOK_LEASE_SECONDS:-40}" \
   --server-address="127.0.0.1:$KWOK_PORT" \
   "${kwok_cfg[@]}"
 

@@ -291,7 +291,7 @@ pub fn build(
         options_from,
         nodewrights,
         other,
-        errors: plan.errors.clone(),
+        errors: plan.error_messages(),
         record_passes_first: 0,
         requeue_after_seconds: plan.requeue_after.map(|d| d.as_secs()),
     }

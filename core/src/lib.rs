@@ -4,12 +4,16 @@
 //! No I/O, no clock, no randomness: the shell reads the cluster and applies the plan.
 
 pub mod effect;
+pub mod error;
+pub mod node_keys;
 pub mod options;
 pub mod parse_cache;
 pub mod plan;
 pub mod snapshot;
 
 pub use effect::{Context, DeletionReason, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
+pub use error::{PlanError, PlanErrorKind, ViewError};
+pub use node_keys::NodeKeys;
 pub use options::{Options, OptionsError};
 pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use k8s_openapi::api::core::v1::Node;
-use nodewright_crds::NodeState;
+use nodewright_crds::{NodeState, NodeStateError};
 
 /// One parsed annotation: the exact text and the document parsed from it.
 #[derive(Clone, Debug)]
@@ -94,7 +94,7 @@ impl NodeStateCache {
 /// Node-state documents parsed by one pass: once per distinct annotation text that the
 /// [`NodeStateCache`] did not answer (most nodes of a fleet carry identical documents).
 pub(crate) struct PassDocs<'a> {
-    by_text: IndexMap<&'a str, Result<NodeState, String>>,
+    by_text: IndexMap<&'a str, Result<NodeState, NodeStateError>>,
 }
 
 impl<'a> PassDocs<'a> {
@@ -110,7 +110,7 @@ impl<'a> PassDocs<'a> {
             .filter_map(|nw| nw.metadata.name.as_deref())
             .map(nodewright_crds::keys::node_state)
             .collect();
-        let mut by_text: IndexMap<&'a str, Result<NodeState, String>> = IndexMap::new();
+        let mut by_text: IndexMap<&'a str, Result<NodeState, NodeStateError>> = IndexMap::new();
         for node in nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
             for (key, text) in node.metadata.annotations.iter().flatten() {
@@ -120,7 +120,7 @@ impl<'a> PassDocs<'a> {
                 {
                     continue;
                 }
-                let doc = NodeState::parse(text).map_err(|e| e.to_string());
+                let doc = NodeState::parse(text);
                 by_text.insert(text.as_str(), doc);
             }
         }
@@ -128,7 +128,7 @@ impl<'a> PassDocs<'a> {
     }
 
     /// The result of parsing `text`, when this pass parsed it.
-    pub(crate) fn get(&self, text: &str) -> Option<&Result<NodeState, String>> {
+    pub(crate) fn get(&self, text: &str) -> Option<&Result<NodeState, NodeStateError>> {
         self.by_text.get(text)
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::effect::Effect;
+use crate::error::PlanError;
 
 /// What one pass decided.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -16,7 +17,7 @@ pub struct Plan {
     /// Gauge values: the complete set for this pass; the shell replaces what it exports.
     pub metrics: Vec<MetricSample>,
     /// Errors that should make the shell back off (the pass still emitted what it could).
-    pub errors: Vec<String>,
+    pub errors: Vec<PlanError>,
 }
 
 /// One gauge value with its labels, name without the `nodewright_` prefix.
@@ -31,6 +32,11 @@ pub struct MetricSample {
 }
 
 impl Plan {
+    /// The errors as the messages users see (`nodewright <name>: <what>`).
+    pub fn error_messages(&self) -> Vec<String> {
+        self.errors.iter().map(ToString::to_string).collect()
+    }
+
     /// Keeps the smaller of the current and the given requeue (02-lifecycle.md §3 [Fix]).
     pub fn requeue_at_most(&mut self, after: Duration) {
         self.requeue_after = Some(match self.requeue_after {

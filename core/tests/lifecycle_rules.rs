@@ -88,7 +88,7 @@ fn r2_1_invalid_selector_is_an_error_and_other_nodewrights_proceed() {
         vec![node("n1")],
     );
     let plan = step(&mut s);
-    assert!(plan.errors.iter().any(|e| e.contains("bad")));
+    assert!(plan.errors.iter().any(|e| e.to_string().contains("bad")));
     assert!(events(&plan).contains(&("InvalidSpec".into(), "ValidateSpec".into())));
     let bad = s
         .nodewrights

@@ -227,7 +227,7 @@ impl Runner {
         let errors = report.errors();
         if !plan.errors.is_empty() || !errors.is_empty() {
             m.pass_errors.inc();
-            warn!(plan_errors = ?plan.errors, effect_errors = ?errors, "pass reported errors");
+            warn!(plan_errors = ?plan.error_messages(), effect_errors = ?errors, "pass reported errors");
         }
         if !plan.effects.is_empty() {
             info!(

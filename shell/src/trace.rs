@@ -283,7 +283,7 @@ impl TraceRecorder {
             pass: self.pass,
             effects: plan.effects.clone(),
             requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
-            errors: plan.errors.clone(),
+            errors: plan.error_messages(),
         })?;
         Ok(self.pass)
     }

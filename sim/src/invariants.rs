@@ -13,6 +13,8 @@ use crate::interpreter::{EntryTransition, Written};
 use crate::objects::Objects;
 use crate::time::SimTime;
 
+mod merge_safety;
+
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Violation {
@@ -399,6 +401,9 @@ impl Checker {
                     }
                 }
                 Effect::PatchNode(patch) => {
+                    if let Some(node) = node_in(snapshot, &patch.node) {
+                        self.deletion_sent_as_is(patch, node, at);
+                    }
                     for (key, value) in &patch.annotations {
                         if let Some(nw) = key.strip_prefix(&format!("{}/cordon_", keys::PREFIX))
                             && value.is_some()

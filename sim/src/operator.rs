@@ -273,7 +273,7 @@ impl Operator {
                 pass: self.passes,
                 effects: plan.effects.clone(),
                 requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
-                errors: plan.errors.clone(),
+                errors: plan.error_messages(),
             });
         }
         let mut crash_at = self.crash_next_pass.take();

@@ -25,6 +25,8 @@ mod decode;
 mod failures;
 #[path = "e2e/lifecycle.rs"]
 mod lifecycle;
+#[path = "e2e/migrate.rs"]
+mod migrate;
 #[path = "e2e/ordering.rs"]
 mod ordering;
 #[path = "e2e/resilience.rs"]

@@ -3,7 +3,7 @@
 //! identity and cordon. The shell turns the result into a merge patch; the simulator applies it
 //! to its store.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 use nodewright_crds::{NodeState, PackageStatus, keys};
@@ -136,9 +136,13 @@ fn merge_state(
     patch: &NodePatch,
     out: &mut BTreeMap<String, Option<String>>,
 ) -> Result<(Vec<EntryTransition>, bool), NodePatchRefusal> {
+    let deleted = patch.deleted_documents();
     let mut docs: BTreeMap<&str, NodeState> = BTreeMap::new();
     let mut entries = Vec::with_capacity(patch.state.len());
     for change in &patch.state {
+        if deleted.contains(change.nodewright.as_str()) {
+            continue; // §13.1 step 3: a deletion is sent as is, never re-merged (T18)
+        }
         let doc = match docs.get_mut(change.nodewright.as_str()) {
             Some(doc) => doc,
             None => {
@@ -174,7 +178,7 @@ fn merge_state(
             changed = true;
         }
     }
-    for nw in &patch.remove_state_of {
+    for nw in deleted {
         let key = keys::node_state(nw);
         if current.contains_key(&key) {
             out.insert(key, None);
@@ -182,6 +186,24 @@ fn merge_state(
         }
     }
     Ok((entries, changed))
+}
+
+impl NodePatch {
+    /// The NodeWrights whose whole node-state document this patch deletes: listed in
+    /// `remove_state_of`, or their `nodeState_<nw>` annotation set to `None`.
+    pub fn deleted_documents(&self) -> BTreeSet<&str> {
+        let prefix = keys::node_state("");
+        let by_annotation = self
+            .annotations
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .filter_map(|(k, _)| k.strip_prefix(prefix.as_str()));
+        self.remove_state_of
+            .iter()
+            .map(String::as_str)
+            .chain(by_annotation)
+            .collect()
+    }
 }
 
 /// The node-state document of `nodewright` on the fresh read (absent → empty).
@@ -218,4 +240,93 @@ fn new_taints(current: &[Taint], patch: &NodePatch) -> Option<Vec<Taint>> {
         }
     }
     (next.as_slice() != current).then_some(next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::effect::EntryChange;
+    use nodewright_crds::{Stage, State};
+
+    fn entry(stage: Stage, state: State, restarts: i32) -> PackageStatus {
+        PackageStatus {
+            name: "foo".into(),
+            version: "1.0.0".into(),
+            image: "r/foo".into(),
+            container_sha: String::new(),
+            stage,
+            state: Some(state),
+            restarts,
+        }
+    }
+
+    fn node_with(doc: &NodeState) -> Node {
+        let mut node = Node::default();
+        node.metadata.name = Some("n1".into());
+        node.metadata.annotations = Some(
+            [(keys::node_state("nw"), doc.to_annotation())]
+                .into_iter()
+                .collect(),
+        );
+        node
+    }
+
+    /// A reboot reset bundled with the outcome of the Job the reboot killed.
+    fn reset_with_outcome(by_annotation: bool) -> NodePatch {
+        let mut patch = NodePatch {
+            node: "n1".into(),
+            state: vec![EntryChange {
+                nodewright: "nw".into(),
+                key: "foo|1.0.0".into(),
+                expect: Some(entry(Stage::Config, State::InProgress, 0)),
+                set: Some(entry(Stage::Config, State::Erroring, 1)),
+            }],
+            ..NodePatch::default()
+        };
+        if by_annotation {
+            patch.annotations.insert(keys::node_state("nw"), None);
+        } else {
+            patch.remove_state_of.push("nw".into());
+        }
+        patch
+    }
+
+    #[test]
+    fn t18_reset_deletion_is_sent_as_is_beside_a_bundled_entry_update() {
+        let mut doc = NodeState::default();
+        doc.upsert(entry(Stage::Config, State::InProgress, 0));
+        let fresh = node_with(&doc);
+        for by_annotation in [true, false] {
+            let delta = resolve_node_patch(&fresh, &reset_with_outcome(by_annotation))
+                .expect("resolves")
+                .expect("changes the node");
+            assert_eq!(
+                delta.annotations.get(&keys::node_state("nw")),
+                Some(&None),
+                "the document is deleted, not re-merged (by annotation: {by_annotation})"
+            );
+            assert!(delta.entries.is_empty(), "no entry transition applied");
+            let after = delta.apply_to(fresh.clone());
+            assert!(
+                !after
+                    .metadata
+                    .annotations
+                    .unwrap_or_default()
+                    .contains_key(&keys::node_state("nw"))
+            );
+        }
+    }
+
+    #[test]
+    fn t18_reset_of_an_absent_document_writes_none() {
+        let fresh = Node {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("n1".into()),
+                ..Default::default()
+            },
+            ..Node::default()
+        };
+        let resolved = resolve_node_patch(&fresh, &reset_with_outcome(false)).expect("resolves");
+        assert_eq!(resolved, None, "nothing to delete, nothing re-created");
+    }
 }

@@ -20,6 +20,7 @@ use serde_json::json;
 use super::annotation::PackageAnnotation;
 use super::fingerprint::{agent_image, interrupt_fingerprint, package_fingerprint, package_image};
 use super::naming;
+use super::nw_name;
 use crate::Options;
 
 /// Everything a builder needs about one executor (the package is the winning package for an
@@ -46,10 +47,6 @@ const LEGACY_RUNTIME_TAINT: (&str, &str, &str) =
 
 /// Largest value of an int32 API field (deadlines, interrupt `backoffLimit`).
 pub const MAX_INT32: i32 = i32::MAX;
-
-fn nw_name(nw: &NodeWright) -> &str {
-    nw.metadata.name.as_deref().unwrap_or_default()
-}
 
 /// `deadline(t)`: whole seconds rounded up, clamped to int32; `None` when the timeout is 0
 /// (03 §3.4 deadline rules).

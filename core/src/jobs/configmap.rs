@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::builder::owner_reference;
 use super::naming;
+use super::nw_name;
 use crate::{Effect, Options, Snapshot};
 
 /// Per-package entry of `packages.json` (field order as the agent contract, 03 §5.2).
@@ -66,14 +67,10 @@ pub fn packages_json(nw: &NodeWright, options: &Options) -> String {
     })
 }
 
-fn nw_name(nw: &NodeWright) -> String {
-    nw.metadata.name.clone().unwrap_or_default()
-}
-
 /// The node-metadata ConfigMap `safeName(253, NW, node, "metadata")` with the node's annotations,
 /// labels and the agent's `packages.json`.
 pub fn node_metadata_config_map(nw: &NodeWright, node: &Node, options: &Options) -> ConfigMap {
-    let name = nw_name(nw);
+    let name = nw_name(nw).to_string();
     let node_name = node.metadata.name.clone().unwrap_or_default();
     let empty = BTreeMap::new();
     let data = BTreeMap::from([
@@ -109,7 +106,7 @@ pub fn node_metadata_config_map(nw: &NodeWright, node: &Node, options: &Options)
 
 /// The package ConfigMap lowercase `<NW>-<pkg>-<ver>` holding exactly `pkg.configMap`.
 pub fn package_config_map(nw: &NodeWright, pkg: &Package, options: &Options) -> ConfigMap {
-    let name = nw_name(nw);
+    let name = nw_name(nw).to_string();
     ConfigMap {
         metadata: ObjectMeta {
             name: Some(naming::package_config_map_name(

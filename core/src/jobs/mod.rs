@@ -86,6 +86,11 @@ pub use index::{ExecutorIndex, ExecutorJob};
 pub use outcome::{
     Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, outcomes, record_events,
 };
+/// A NodeWright's name (empty when unnamed, which the apiserver never allows).
+pub(crate) fn nw_name(nw: &nodewright_crds::NodeWright) -> &str {
+    nw.metadata.name.as_deref().unwrap_or_default()
+}
+
 pub use sweep::{
     Sweep, config_update_clear, invalidate_for_config_swap, reboot_reset, resume, suspend, sweep,
     sweep_split, sweep_with,

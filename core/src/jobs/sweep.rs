@@ -9,6 +9,7 @@ use super::classify::JobState;
 use super::create::delete;
 use super::index::{ExecutorIndex, ExecutorJob};
 use super::matching::{SpecFingerprints, matches_spec_with, timed_out_still_matches_with};
+use super::nw_name;
 use crate::Options;
 use crate::effect::{DeletionReason, Effect, EntryCheck};
 
@@ -20,10 +21,6 @@ pub struct Sweep {
     /// Something was invalidated or deleted: end this NodeWright's pass with a short requeue
     /// (02 §7.11 step 5) and do not resume suspended Jobs (04 §7.4).
     pub changed: bool,
-}
-
-fn nw_name(nw: &NodeWright) -> &str {
-    nw.metadata.name.as_deref().unwrap_or_default()
 }
 
 fn annotation_true(nw: &NodeWright, key: &str) -> bool {

@@ -46,10 +46,8 @@ fn delete(cm: &ConfigMap, reason: DeletionReason) -> Effect {
 pub fn sync(ctx: &mut Ctx, v: &NwView) -> bool {
     let mut ended = prune(ctx, v);
     if !v.unreadable().is_empty() {
-        ctx.work.errors.push(format!(
-            "nodewright {}: config sync needs every node state readable",
-            v.name
-        ));
+        let kind = crate::PlanErrorKind::ConfigSyncUnreadable;
+        ctx.work.errors.push(crate::PlanError::new(&v.name, kind));
         return ended;
     }
     settle_updates(ctx, v);

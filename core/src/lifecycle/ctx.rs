@@ -1,11 +1,12 @@
 //! The pass context: the snapshot, indexes built once, and the working copy of decisions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright_crds::{NodeState, NodeWrightStatus};
 
+use super::done::{Blockers, Done};
 use super::view::NwView;
 use super::work::Work;
 use crate::jobs::ExecutorIndex;
@@ -31,33 +32,14 @@ pub struct Ctx<'a> {
     pub requeue: bool,
     /// A config change was deferred (30 s idle requeue).
     pub config_sync_pending: bool,
-    /// Nodes whose metadata ConfigMap was ensured this pass.
-    pub metadata_ensured: BTreeSet<(String, String)>,
-    /// Pods already evicted this pass.
-    pub evicted: BTreeSet<String>,
-    /// (NodeWright, node, package) triples started this pass (invariant 16.1).
-    pub started: BTreeSet<(String, String, String)>,
-    /// Nodes on which this pass started an executor (B6 also counts these).
-    pub started_nodes: BTreeSet<String>,
-    /// Nodes whose node state this pass changed from executor outcomes: nothing new starts
-    /// there until those writes are durable (a start must rest on recorded state, inv 16.9).
-    pub outcome_nodes: BTreeSet<String>,
-    /// Nodes on which this pass started an interrupt executor (B6).
-    pub interrupted_nodes: BTreeSet<String>,
-    /// (NodeWright, node) pairs whose interrupt fired this pass (invariant 16.2).
-    pub fired: BTreeSet<(String, String)>,
-    /// Jobs whose outcome this pass recorded (their marker is in the plan).
-    pub recorded: BTreeSet<String>,
-    /// Jobs this pass deletes to free their name.
-    pub cleared: BTreeSet<String>,
-    /// (NodeWright, node) pairs whose drain waits on podNonInterruptLabels pods.
-    pub non_interrupt_blocked: BTreeSet<(String, String)>,
+    /// What this pass already did (starts, evictions, recorded outcomes, ...).
+    pub done: Done,
     /// IsNodeComplete per (NodeWright, node), cleared when a document or `configUpdates` changes.
     complete_cache: std::cell::RefCell<BTreeMap<String, BTreeMap<String, bool>>>,
     /// NodeWrights whose view could not be built (invalid selector), with the reason.
     pub invalid: Vec<(&'a nodewright_crds::NodeWright, String)>,
     /// Drain blockers per (NodeWright, node) found this pass ([Ext] DrainBlocked).
-    pub drain_blockers: BTreeMap<(String, String), Vec<super::work_phase::Blocker>>,
+    pub drain_blockers: Blockers,
     /// Rollout gauges per NodeWright from its last rollout decision this pass.
     pub rollout_metrics: BTreeMap<String, Vec<crate::plan::MetricSample>>,
     /// Node order per NodeWright from the rollout decision.
@@ -100,20 +82,11 @@ impl<'a> Ctx<'a> {
             work: Work::default(),
             requeue: false,
             config_sync_pending: false,
-            metadata_ensured: BTreeSet::new(),
-            evicted: BTreeSet::new(),
-            started: BTreeSet::new(),
-            started_nodes: BTreeSet::new(),
-            fired: BTreeSet::new(),
-            interrupted_nodes: BTreeSet::new(),
-            outcome_nodes: BTreeSet::new(),
-            recorded: BTreeSet::new(),
-            cleared: BTreeSet::new(),
-            non_interrupt_blocked: BTreeSet::new(),
+            done: Done::default(),
             node_orders: BTreeMap::new(),
             rollout_metrics: BTreeMap::new(),
             complete_cache: Default::default(),
-            drain_blockers: BTreeMap::new(),
+            drain_blockers: Blockers::new(),
             invalid: Vec::new(),
         }
     }
@@ -185,7 +158,7 @@ impl<'a> Ctx<'a> {
     /// True when the node has an unfinished executor of any NodeWright, in the snapshot or
     /// started by this pass (B6).
     pub fn node_busy(&self, node: &str) -> bool {
-        self.index.node_busy(node) || self.started_nodes.contains(node)
+        self.index.node_busy(node) || self.done.started_nodes.contains(node)
     }
 
     /// The working status of `v`.

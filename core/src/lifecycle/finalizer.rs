@@ -3,11 +3,11 @@
 use nodewright_crds::keys;
 
 use super::ctx::Ctx;
-use super::prelude::release_cordon;
 use super::status::{remove_condition, set_condition};
 use super::view::NwView;
 use super::work::{Slot, nw_ref};
 use crate::effect::Effect;
+use crate::{NodeKeys, PlanError, PlanErrorKind};
 
 /// R6.2; true when the pass must end (finalizer removed, or deletion blocked by bad state).
 pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
@@ -80,9 +80,8 @@ pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
             );
         }
         if state_err {
-            ctx.work
-                .errors
-                .push(format!("nodewright {}: {message}", v.name));
+            let kind = PlanErrorKind::DeletionBlocked(message.to_string());
+            ctx.work.errors.push(PlanError::new(&v.name, kind));
             return true;
         }
         return false;
@@ -104,22 +103,10 @@ pub fn run(ctx: &mut Ctx, v: &NwView) -> bool {
 fn cleanup(ctx: &mut Ctx, v: &NwView) {
     for name in &v.nodes {
         let Some(node) = ctx.node(name) else { continue };
-        release_cordon(ctx, &v.name, node);
+        ctx.work.release_cordon(&v.name, node);
         let keep_state = ctx.doc(v, name).is_some_and(|d| !d.is_empty());
-        let mut keys_to_drop = vec![keys::node_status(&v.name), keys::drain_start(&v.name)];
-        if !keep_state {
-            keys_to_drop.push(keys::node_version(&v.name));
-            // The whole document goes (never re-merged): drop any entry changes of this pass.
-            ctx.work.drop_state(&v.name, name);
-            if super::view::annotation(node, &keys::node_state(&v.name)).is_some() {
-                ctx.work.removed.insert((name.clone(), v.name.clone()));
-            }
-        }
-        for key in keys_to_drop {
-            ctx.work.set_annotation(node, &key, None);
-        }
-        ctx.work.set_label(node, &keys::node_status(&v.name), None);
-        ctx.work.unguarded.insert(name.clone());
+        ctx.work
+            .reset_node(node, &v.name, &NodeKeys::of(&v.name), !keep_state);
         let prefix = format!("{}/{}/", keys::PREFIX, v.name);
         let remove: Vec<String> = node
             .status

@@ -5,18 +5,20 @@
 //! pass. Node-state writes are per-entry guarded [`crate::EntryChange`]s (§13.1). See
 //! `docs/design.md` for a walkthrough.
 
+mod conditions;
 mod config;
 mod ctx;
 pub mod dag;
+mod done;
 mod emit;
 mod finalizer;
 pub mod interrupts;
+mod introspection;
 mod metrics;
 mod mirror;
 mod ordering;
 mod outcomes;
 pub mod predicates;
-mod prelude;
 mod reboot;
 mod rollout_seam;
 mod start;
@@ -80,8 +82,8 @@ fn build_views<'a>(
             }
             Err(e) => {
                 let name = nw.metadata.name.clone().unwrap_or_default();
-                ctx.work.errors.push(format!("nodewright {name}: {e}"));
-                ctx.invalid.push((nw, e));
+                ctx.invalid.push((nw, e.to_string()));
+                ctx.work.errors.push(crate::PlanError::new(&name, e));
             }
         }
     }
@@ -105,7 +107,7 @@ fn run(ctx: &mut Ctx, views: &[NwView]) -> bool {
         return true; // R5
     }
     for vi in 0..views.len() {
-        if prelude_one(ctx, views, vi) {
+        if introspection_phase(ctx, views, vi) {
             return true; // R6
         }
     }
@@ -113,34 +115,34 @@ fn run(ctx: &mut Ctx, views: &[NwView]) -> bool {
         work_phase::run(ctx, views, vi); // R7
     }
     for v in views {
-        prelude::refresh_conditions(ctx, v, true);
+        conditions::refresh_conditions(ctx, v, true);
     }
     taints::remove_runtime_required(ctx, views); // R8
     false
 }
 
 /// R6 for one NodeWright; true when it ended the pass.
-fn prelude_one(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
+fn introspection_phase(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let v = &views[vi];
-    if prelude::refresh_conditions(ctx, v, false) && !v.unreadable().is_empty() {
+    if conditions::refresh_conditions(ctx, v, false) && !v.unreadable().is_empty() {
         return true; // R6.1: NodeStateMalformed is saved right away
     }
     if finalizer::run(ctx, v) {
         return true; // R6.2
     }
-    prelude::report_state(ctx, v); // R6.3
+    introspection::report_state(ctx, v); // R6.3
     if v.paused {
-        prelude::pause(ctx, v);
+        introspection::pause(ctx, v);
         return false;
     }
-    if prelude::sweep(ctx, v) {
+    if introspection::sweep(ctx, v) {
         return true; // R6.4a (B2: before any resume)
     }
     if config::sync(ctx, v) {
         return true; // R6.4c (B3)
     }
     if !v.disabled {
-        prelude::set_suspend(ctx, v, false); // R6.5
+        introspection::set_suspend(ctx, v, false); // R6.5
     }
-    prelude::introspect(ctx, views, vi) // R6.6
+    introspection::introspect(ctx, views, vi) // R6.6
 }

@@ -43,7 +43,7 @@ pub fn record(ctx: &mut Ctx, views: &[NwView]) {
                     }
                 }
             }
-            ctx.outcome_nodes.insert(o.node.clone());
+            ctx.done.outcome_nodes.insert(o.node.clone());
             let terminal = matches!(o.kind, OutcomeKind::TerminalFailed { .. });
             if terminal && let Some(node) = ctx.node(&o.node) {
                 ctx.work.set_node_status(node, &v.name, Status::Erroring); // T4
@@ -56,7 +56,7 @@ pub fn record(ctx: &mut Ctx, views: &[NwView]) {
                 | OutcomeKind::InterruptCompleted { .. }
                 | OutcomeKind::TerminalFailed { .. }
         ) {
-            ctx.recorded.insert(o.job.clone());
+            ctx.done.recorded.insert(o.job.clone());
         }
         for e in jobs::record_events(&o, &changes) {
             ctx.work.events.push(e);

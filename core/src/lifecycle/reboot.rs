@@ -1,12 +1,12 @@
 //! Reboot detection (R5, §8.8) with B4: the new boot id is recorded only in a pass that finds
 //! nothing left to reset, i.e. after the reset write and the executor deletions landed.
 
-use nodewright_crds::{Status, keys};
+use nodewright_crds::Status;
 
 use super::ctx::Ctx;
-use super::prelude::release_cordon;
 use super::view::NwView;
 use super::work::{Slot, node_ref, nw_ref};
+use crate::NodeKeys;
 
 /// R5; true when anything was written (the pass ends).
 pub fn track(ctx: &mut Ctx, views: &[NwView]) -> bool {
@@ -50,17 +50,16 @@ fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
     let Some(node) = ctx.node(name) else {
         return false;
     };
-    let reset_keys = [
-        keys::node_state(&v.name),
-        keys::node_status(&v.name),
-        keys::drain_start(&v.name),
-        keys::node_version(&v.name),
-    ];
-    let has_keys = reset_keys
+    let keys = NodeKeys::of(&v.name);
+    let has_keys = keys
+        .reset_annotations()
         .iter()
+        .chain([&keys.cordon.as_str()])
         .any(|k| super::view::annotation(node, k).is_some())
-        || super::view::annotation(node, &keys::cordon(&v.name)).is_some()
-        || super::view::label(node, &keys::node_status(&v.name)).is_some();
+        || keys
+            .reset_labels()
+            .iter()
+            .any(|k| super::view::label(node, k).is_some());
     let jobs = crate::jobs::reboot_reset(&ctx.index, v.nw, name);
     if !has_keys && jobs.is_empty() {
         return false;
@@ -68,12 +67,8 @@ fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
     for e in jobs {
         ctx.work.push(Slot::Before, e);
     }
-    release_cordon(ctx, &v.name, node); // Q16: release through the ownership rule
-    for key in &reset_keys {
-        ctx.work.set_annotation(node, key, None);
-    }
-    ctx.work.set_label(node, &keys::node_status(&v.name), None);
-    ctx.work.unguarded.insert(name.to_string());
+    ctx.work.release_cordon(&v.name, node); // Q16: release through the ownership rule
+    ctx.work.reset_node(node, &v.name, &keys, true);
     ctx.work.mirror_mut(&v.name).remove(name);
     let status = ctx.status_mut(v);
     status.node_status.remove(name);

@@ -30,17 +30,18 @@ pub fn start_executor(
     entry: Option<&PackageStatus>,
 ) -> Start {
     let triple = (v.name.clone(), node.to_string(), pkg.name.clone());
-    if ctx.started.contains(&triple) || ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version)
+    if ctx.done.started.contains(&triple)
+        || ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version)
     {
         return Start::Waiting;
     }
     // B6 both ways: nothing starts beside an interrupt fired on this node in this pass (by any
     // NodeWright), and an interrupt never starts beside anything started in this pass.
-    if ctx.interrupted_nodes.contains(node) {
+    if ctx.done.interrupted_nodes.contains(node) {
         return Start::Waiting;
     }
     // Decisions built on an outcome recorded in this very pass wait for that write to land.
-    if ctx.outcome_nodes.contains(node) {
+    if ctx.done.outcome_nodes.contains(node) {
         ctx.requeue = true;
         return Start::Waiting;
     }
@@ -59,10 +60,10 @@ pub fn start_executor(
     match jobs::plan_create(&ctx.index, job, entry) {
         jobs::CreateDecision::Create(effects) => {
             ensure_metadata(ctx, v, node);
-            ctx.started.insert(triple);
-            ctx.started_nodes.insert(node.to_string());
+            ctx.done.started.insert(triple);
+            ctx.done.started_nodes.insert(node.to_string());
             if interrupt.is_some() {
-                ctx.interrupted_nodes.insert(node.to_string());
+                ctx.done.interrupted_nodes.insert(node.to_string());
             }
             for e in effects {
                 ctx.work.push(Slot::Create, e);
@@ -74,7 +75,7 @@ pub fn start_executor(
         jobs::CreateDecision::ClearFirst(effects) => {
             for e in effects {
                 if let Effect::DeleteJob { name, .. } = &e
-                    && !ctx.cleared.insert(name.clone())
+                    && !ctx.done.cleared.insert(name.clone())
                 {
                     continue;
                 }
@@ -89,6 +90,7 @@ pub fn start_executor(
 /// Ensures the node metadata ConfigMap before an executor starts (§1.5), once per pass.
 pub fn ensure_metadata(ctx: &mut Ctx, v: &NwView, node: &str) {
     if !ctx
+        .done
         .metadata_ensured
         .insert((v.name.clone(), node.to_string()))
     {

@@ -6,12 +6,13 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::{
-    DeploymentPolicy, NodeState, NodeWright, NodeWrightStatus, Package, SequencingMode, keys,
+    DeploymentPolicy, NodeState, NodeStateError, NodeWright, NodeWrightStatus, Package,
+    SequencingMode, keys,
 };
 
 use super::dag::{Dag, DagError};
-use crate::NodeStateCache;
 use crate::parse_cache::PassDocs;
+use crate::{NodeStateCache, ViewError};
 
 /// One NodeWright as the pass sees it.
 #[derive(Debug)]
@@ -35,7 +36,7 @@ pub struct NwView<'a> {
     /// Selected node names, sorted by (creationTimestamp, name).
     pub nodes: Vec<String>,
     /// Snapshot node-state per selected node; `Err` = unreadable (§R2.2).
-    pub parsed: BTreeMap<String, Result<Cow<'a, NodeState>, String>>,
+    pub parsed: BTreeMap<String, Result<Cow<'a, NodeState>, NodeStateError>>,
     /// Status as read (borrowed from the snapshot; default when absent).
     pub status: Cow<'a, NodeWrightStatus>,
     /// The dependency graph.
@@ -52,13 +53,13 @@ impl<'a> NwView<'a> {
         policies: &'a [DeploymentPolicy],
         cache: &'a NodeStateCache,
         pass: &'a PassDocs<'a>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ViewError> {
         let name = nw.metadata.name.clone().unwrap_or_default();
         let mut spec = nw.spec.clone();
         spec.normalize();
         let selector = nw.spec.node_selector.clone().unwrap_or_default();
         nodewright_crds::selector::validate(&selector)
-            .map_err(|e| format!("invalid nodeSelectors: {}", e.0))?;
+            .map_err(|e| ViewError::InvalidSelector(e.0))?;
         let mut selected: Vec<&'a Node> = nodes
             .iter()
             .copied()
@@ -82,9 +83,7 @@ impl<'a> NwView<'a> {
                         None => match pass.get(text) {
                             Some(Ok(doc)) => Ok(Cow::Borrowed(doc)),
                             Some(Err(e)) => Err(e.clone()),
-                            None => NodeState::parse(text)
-                                .map(Cow::Owned)
-                                .map_err(|e| e.to_string()),
+                            None => NodeState::parse(text).map(Cow::Owned),
                         },
                     },
                 };

@@ -9,6 +9,7 @@ use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
 use super::mirror::{MirrorEdits, clone_without_mirror, eq_without_mirror};
 use super::view::{annotation, label, node_name};
+use crate::NodeKeys;
 use crate::effect::{Context, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
 
 /// Where an effect goes in the plan's order.
@@ -52,7 +53,7 @@ pub struct Work {
     /// Events, emitted last.
     pub events: Vec<Effect>,
     /// Errors collected (the shell backs off).
-    pub errors: Vec<String>,
+    pub errors: Vec<crate::PlanError>,
     /// `P/status_<NW>` keys, built once per NodeWright.
     pub status_keys: BTreeMap<String, String>,
 }
@@ -99,6 +100,49 @@ impl Work {
             }
         } else {
             changes.insert(key.to_string(), value.map(str::to_string));
+        }
+    }
+
+    /// Resets what NodeWright `nw` owns on `node` (its cordon aside), unguarded: status
+    /// annotation and label and drain start always; with `whole` also the operator version and
+    /// the node-state document, which is deleted as is — entry changes this pass made to it are
+    /// dropped, never re-merged (02-lifecycle.md §13.1 step 3, T18).
+    pub fn reset_node(&mut self, node: &Node, nw: &str, keys: &NodeKeys, whole: bool) {
+        let name = node_name(node);
+        for key in keys.reset_annotations() {
+            if key == keys.state {
+                if whole {
+                    self.drop_state(nw, &name);
+                    if annotation(node, key).is_some() {
+                        self.removed.insert((name.clone(), nw.to_string()));
+                    }
+                }
+            } else if whole || key != keys.version {
+                self.set_annotation(node, key, None);
+            }
+        }
+        for key in keys.reset_labels() {
+            self.set_label(node, key, None);
+        }
+        self.unguarded.insert(name);
+    }
+
+    /// §8.7 uncordon through ownership: drop `P/cordon_<NW>`; clear `unschedulable` only when
+    /// no other cordon annotation remains. A NodeWright without the annotation touches nothing.
+    pub fn release_cordon(&mut self, nw: &str, node: &Node) {
+        let key = keys::cordon(nw);
+        if self.annotation(node, &key).is_none() {
+            return;
+        }
+        self.set_annotation(node, &key, None);
+        let prefix = format!("{}/cordon_", keys::PREFIX);
+        let others = node.metadata.annotations.iter().flatten().any(|(k, _)| {
+            (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
+                && k != &key
+                && self.annotation(node, k).is_some()
+        });
+        if !others {
+            self.set_unschedulable(node, false);
         }
     }
 

@@ -7,6 +7,7 @@ use nodewright_crds::{NodeState, Package, Stage, State, Status, keys};
 
 use super::ctx::Ctx;
 use super::dag::Dag;
+use super::done::{Blocker, pod_name};
 use super::interrupts::{DrainAction, Merged, classify, merge};
 use super::ordering::node_ready;
 use super::predicates::{
@@ -18,6 +19,7 @@ use super::status::set_condition;
 use super::view::NwView;
 use super::work::{Slot, node_ref, nw_ref};
 use crate::effect::{Context, Effect};
+use crate::{PlanError, PlanErrorKind};
 
 /// Runs the work phase of `views[vi]`.
 pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
@@ -28,9 +30,8 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let dag = match (&v.graph, v.graph_error()) {
         (Ok(dag), None) => dag,
         (_, Some(err)) => {
-            ctx.work
-                .errors
-                .push(format!("nodewright {}: {err}", v.name));
+            let kind = PlanErrorKind::InvalidGraph(err);
+            ctx.work.errors.push(PlanError::new(&v.name, kind));
             return;
         }
         (Err(_), None) => return,
@@ -38,7 +39,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let uninstall_work = match has_uninstall_work(ctx, v) {
         Ok(w) => w,
         Err(e) => {
-            ctx.work.errors.push(format!("nodewright {}: {e}", v.name));
+            ctx.work.errors.push(PlanError::new(&v.name, e));
             return;
         }
     };
@@ -79,7 +80,7 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
 }
 
 /// D9 HasUninstallWork; unreadable state is an error.
-pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
+pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, PlanErrorKind> {
     if v.packages.values().any(Package::is_uninstalling) {
         return Ok(true);
     }
@@ -87,7 +88,7 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, String> {
     for node in &v.nodes {
         let doc = ctx
             .doc(v, node)
-            .ok_or_else(|| format!("nodeState on node {node} cannot be parsed"))?;
+            .ok_or_else(|| PlanErrorKind::UnreadableState(node.clone()))?;
         if work {
             continue; // only readability still matters
         }
@@ -387,7 +388,7 @@ fn fire(
     merged: Option<&Merged>,
 ) {
     let key = (v.name.clone(), node.to_string());
-    if ctx.node_busy(node) || ctx.fired.contains(&key) {
+    if ctx.node_busy(node) || ctx.done.fired.contains(&key) {
         return;
     }
     let interrupt = match merged {
@@ -403,7 +404,7 @@ fn fire(
         .cloned();
     if start_executor(ctx, v, node, pkg, stage, Some(&interrupt), entry.as_ref()) == Start::Created
     {
-        ctx.fired.insert(key);
+        ctx.done.fired.insert(key);
         if let Some(d) = ctx.doc_mut(v, node) {
             d.upsert(entry_for(pkg, stage, State::InProgress));
         }
@@ -529,6 +530,7 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
             .collect();
         if !blocking.is_empty() {
             if ctx
+                .done
                 .non_interrupt_blocked
                 .insert((v.name.clone(), node_name.to_string()))
             {
@@ -593,7 +595,7 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
     let mut round = false;
     for pod in evict {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        if !ctx.evicted.insert(uid.clone()) {
+        if !ctx.done.evicted.insert(uid.clone()) {
             continue;
         }
         round = true;
@@ -679,33 +681,4 @@ fn drain_timeout(
             message,
         );
     }
-}
-
-/// A pod holding up a drain ([Ext] DrainBlocked).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Blocker {
-    /// `<namespace>/<name>`.
-    pub pod: String,
-    /// `PodDisruptionBudget`, `UnmanagedPod` or `EmptyDirData`.
-    pub reason: &'static str,
-    /// Human detail.
-    pub detail: String,
-}
-
-impl Blocker {
-    fn new(pod: &k8s_openapi::api::core::v1::Pod, reason: &'static str, detail: String) -> Self {
-        Blocker {
-            pod: pod_name(pod),
-            reason,
-            detail,
-        }
-    }
-}
-
-fn pod_name(p: &k8s_openapi::api::core::v1::Pod) -> String {
-    format!(
-        "{}/{}",
-        p.metadata.namespace.as_deref().unwrap_or_default(),
-        p.metadata.name.as_deref().unwrap_or_default()
-    )
 }

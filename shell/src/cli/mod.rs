@@ -1,9 +1,15 @@
 //! `kubectl nodewright`: the kubectl plugin (06-operations.md §1). Implemented verbs: `version`,
 //! `pause`, `resume`, `disable`, `enable`, `reset`, `node list|status|reset|ignore|unignore`,
-//! `package status|rerun`, `deployment-policy reset`.
+//! `package status|rerun`, `deployment-policy reset`, `migrate`.
 
 mod connect;
 mod lifecycle;
+mod migrate;
+mod migrate_apply;
+mod migrate_guard;
+mod migrate_node;
+mod migrate_object;
+mod migrate_pods;
 mod node;
 mod nodes_write;
 mod package;
@@ -99,6 +105,8 @@ enum Command {
     /// Package commands.
     #[command(subcommand)]
     Package(PackageCommand),
+    /// Take a cluster over from the Go operator (skyhook.nvidia.com): dry run unless --apply.
+    Migrate(migrate::MigrateArgs),
     /// DeploymentPolicy batch-state commands.
     #[command(subcommand, name = "deployment-policy", alias = "dp")]
     DeploymentPolicy(PolicyCommand),
@@ -141,6 +149,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,
         Command::Enable(a) => lifecycle::run(&g, lifecycle::Verb::Enable, a).await,
         Command::Reset(a) => reset::run(&g, a).await,
+        Command::Migrate(a) => migrate::run(&g, a).await,
         Command::Node(node::NodeCommand::Reset(a)) => {
             nodes_write::reset(&g, &a.nodes, &a.nodewright, a.confirm).await
         }

@@ -4,7 +4,6 @@ use anyhow::Result;
 use kube::api::{Api, Patch, PatchParams};
 use nodewright_crds::NodeWright;
 
-use super::reset::batch_reset_patch;
 use super::{Global, client, confirm_destructive};
 
 /// Resets every compartment's batch state (explicit zeros); nodes and `nodePriority` untouched.
@@ -48,11 +47,7 @@ pub async fn reset(g: &Global, name: &str, confirm: bool) -> Result<()> {
             return Ok(());
         }
     }
-    let mut body = batch_reset_patch(&nw, true);
-    if let Some(status) = body.get_mut("status").and_then(|s| s.as_object_mut()) {
-        status.remove("nodeOrderOffset");
-        status.remove("nodePriority");
-    }
+    let body = nodewright_core::rollout::cli_reset_patch(&comps, false);
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
         .await?;
     println!("Successfully reset batch state for NodeWright {name:?}");

@@ -8,6 +8,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, Patch, PatchParams};
+use nodewright_core::NodeKeys;
+use nodewright_core::rollout::cli_reset_patch;
 use nodewright_crds::{NodeState, NodeWright, keys, selector};
 use serde_json::{Map, Value, json};
 
@@ -46,27 +48,23 @@ pub struct NodeReset {
 pub fn plan_full(node: &Node, nw: &str, keep_cordon: bool) -> Option<NodeReset> {
     let ann = node.metadata.annotations.clone().unwrap_or_default();
     let labels = node.metadata.labels.clone().unwrap_or_default();
-    let mut del_ann: Vec<String> = [
-        keys::node_state(nw),
-        keys::node_status(nw),
-        keys::node_version(nw),
-        keys::drain_start(nw),
-    ]
-    .into_iter()
-    .filter(|k| ann.contains_key(k))
-    .collect();
-    let del_labels: Vec<String> = [keys::node_status(nw)]
-        .into_iter()
-        .filter(|k| labels.contains_key(k))
-        .collect();
+    let k = NodeKeys::of(nw);
+    let present = |have: &BTreeMap<String, String>, keys: &[&str]| -> Vec<String> {
+        keys.iter()
+            .filter(|key| have.contains_key(**key))
+            .map(|key| key.to_string())
+            .collect()
+    };
+    let mut del_ann = present(&ann, &k.reset_annotations());
+    let del_labels = present(&labels, &k.reset_labels());
     if del_ann.is_empty() && del_labels.is_empty() {
         return None;
     }
-    if !keep_cordon && ann.contains_key(&keys::cordon(nw)) {
-        del_ann.push(keys::cordon(nw));
+    if !keep_cordon && ann.contains_key(&k.cordon) {
+        del_ann.push(k.cordon.clone());
     }
     let packages = ann
-        .get(&keys::node_state(nw))
+        .get(&k.state)
         .and_then(|t| NodeState::parse(t).ok())
         .map_or(0, |s| s.0.len());
     Some(NodeReset {
@@ -96,23 +94,15 @@ pub fn remove_package(
     Ok(Some(next))
 }
 
-/// The status patch of a batch reset: explicit zeros so stale counters do not survive.
+/// The status patch of a full reset (`nodePriority` removed, `nodeOrderOffset` zeroed) and,
+/// with `reset_batches`, every compartment's batch state written out as fresh.
 pub fn batch_reset_patch(nw: &NodeWright, reset_batches: bool) -> Value {
-    let mut status = json!({"nodeOrderOffset": 0, "nodePriority": null});
-    if reset_batches {
-        let fresh = json!({"currentBatch": 1, "consecutiveFailures": 0, "completedNodes": 0,
-            "failedNodes": 0, "shouldStop": false, "lastBatchSize": 0, "lastBatchFailed": false});
-        let comps: Map<String, Value> = nw
-            .status
-            .iter()
-            .flat_map(|s| s.compartment_statuses.keys())
-            .map(|c| (c.clone(), json!({"batchState": fresh.clone()})))
-            .collect();
-        if !comps.is_empty() {
-            status["compartmentStatuses"] = Value::Object(comps);
-        }
-    }
-    json!({"status": status})
+    let none = BTreeMap::new();
+    let statuses = match &nw.status {
+        Some(s) if reset_batches => &s.compartment_statuses,
+        _ => &none,
+    };
+    cli_reset_patch(statuses, true)
 }
 
 /// Sends a guarded node patch computed by `build` from each fresh read.

@@ -1,0 +1,334 @@
+//! R6, the per-NodeWright introspection phase (02-lifecycle.md §4 R6.3–R6.6): ReportState,
+//! pause, the executor sweep, resume, and introspection proper — node and NodeWright statuses,
+//! the rollout decision, conditions and the `status.nodeState` mirror. R6.1's conditions are in
+//! `conditions.rs`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
+
+use super::ctx::Ctx;
+use super::ordering::{globally_waiting, node_ready};
+use super::rollout_seam;
+use super::status::{
+    NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready,
+};
+use super::view::NwView;
+use super::work::{Slot, node_ref, nw_ref};
+use crate::rollout::{NodeView, RolloutDecision};
+
+/// R6.3 ReportState: drop de-selected nodes from the status maps, counters.
+pub fn report_state(ctx: &mut Ctx, v: &NwView) {
+    let selected: BTreeSet<&String> = v.nodes.iter().collect();
+    let packages: Vec<String> = v
+        .packages
+        .values()
+        .map(|p| format!("{}:{}", p.name, p.version))
+        .collect();
+    ctx.work
+        .mirror_mut(&v.name)
+        .retain(&v.status.node_state, |n| selected.contains(n));
+    let status = ctx.status_mut(v);
+    status.node_status.retain(|n, _| selected.contains(n));
+    status.node_boot_ids.retain(|n, _| selected.contains(n));
+    let gone: Vec<String> = status
+        .node_priority
+        .keys()
+        .filter(|n| !selected.contains(n))
+        .cloned()
+        .collect();
+    for n in gone {
+        status.node_priority.remove(&n);
+        status.node_order_offset = status.node_order_offset.saturating_add(1);
+    }
+    set_counters(status, &v.nodes, &packages);
+}
+
+/// R6.3 pause: every node `paused`, NW status `paused`, unfinished executors suspended.
+pub fn pause(ctx: &mut Ctx, v: &NwView) {
+    set_suspend(ctx, v, true);
+    for name in &v.nodes {
+        if let Some(node) = ctx.node(name) {
+            ctx.work.set_node_status(node, &v.name, Status::Paused);
+        }
+    }
+    let (generation, now) = (v.generation, ctx.now);
+    let complete = ctx.nw_complete(v);
+    let status = ctx.status_mut(v);
+    let prior = status.status;
+    status.status = Some(Status::Paused);
+    for n in &v.nodes {
+        status.node_status.insert(n.clone(), Status::Paused);
+    }
+    set_ready(status, complete, &v.nodes, prior, generation, now);
+}
+
+/// Suspends (pause) or resumes (R6.5, only after a quiet sweep: B2) the NodeWright's
+/// unfinished, non-invalid executors.
+pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
+    let effects = if suspend {
+        crate::jobs::suspend(&ctx.index, v.nw)
+    } else {
+        crate::jobs::resume(&ctx.index, v.nw, &crate::jobs::Sweep::default())
+    };
+    for e in effects {
+        ctx.work.push(Slot::Before, e);
+    }
+}
+
+/// R6.4a executor sweep (§7.11) through the jobs seam; true when anything was deleted or
+/// invalidated (the pass ends, and nothing is resumed: B2).
+pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
+    let selected: BTreeSet<String> = v.nodes.iter().cloned().collect();
+    // Only nodes carrying an executor of this NodeWright matter to the sweep.
+    let with_jobs: BTreeSet<String> = ctx.index.of(&v.name).map(|j| j.node.clone()).collect();
+    let states: BTreeMap<String, NodeState> = with_jobs
+        .iter()
+        .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
+        .collect();
+    // The snapshot's documents: the D21 check of a re-run deletion confirms those, not this
+    // pass's projected outcome writes (they are written after the deletion).
+    let recorded = |n: &str| v.parsed.get(n).and_then(|d| d.as_ref().ok()).map(|c| &**c);
+    let result = crate::jobs::sweep_split(
+        &ctx.index,
+        v.nw,
+        &selected,
+        |n| states.get(n),
+        recorded,
+        ctx.opts,
+    );
+    for e in result.effects {
+        if let crate::effect::Effect::DeleteJob { name, .. } = &e {
+            ctx.done.cleared.insert(name.clone());
+        }
+        ctx.work.push(Slot::Before, e);
+    }
+    result.changed
+}
+
+/// R6.6 introspection; true when anything changed.
+pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
+    let v = &views[vi];
+    let before = Before::take(ctx, v);
+    let prior_statuses: Vec<Status> = v
+        .nodes
+        .iter()
+        .map(|n| {
+            ctx.node(n)
+                .map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name))
+        })
+        .collect();
+    let mut views_now = rollout_seam::node_views(ctx, v, None);
+    let facts = node_facts(ctx, views, v, &views_now, &prior_statuses);
+    let missing = v.policy_missing();
+    let nw_status = nw_status(ctx, views, v, &facts, missing);
+    let prior = before.status.status;
+    let became_complete = nw_status == Status::Complete && prior != Some(Status::Complete);
+    set_node_statuses(ctx, v, nw_status, missing, &facts);
+    for view in &mut views_now {
+        view.status_before = view.status;
+        if let Some(node) = ctx.node(&view.name) {
+            view.status = ctx.work.node_status(node, &v.name);
+        }
+    }
+    let evaluate = nw_status != Status::Complete;
+    let decision = rollout_seam::plan(ctx, v, &views_now, evaluate, false, became_complete);
+    rollout_seam::record(ctx, v, &decision);
+    let mirror_changed = refresh_mirror(ctx, v);
+    write_status(ctx, v, nw_status, prior, &decision);
+    mirror_changed || before.changed(ctx, v)
+}
+
+/// What the working copy held before introspection, to tell whether it changed anything.
+struct Before {
+    status: NodeWrightStatus,
+    annotations: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    labels: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    unschedulable: BTreeMap<String, bool>,
+}
+
+impl Before {
+    fn take(ctx: &mut Ctx, v: &NwView) -> Self {
+        Before {
+            status: without_mirror(ctx.status_mut(v), |s| s.clone()),
+            annotations: ctx.work.annotations.clone(),
+            labels: ctx.work.labels.clone(),
+            unschedulable: ctx.work.unschedulable.clone(),
+        }
+    }
+
+    fn changed(&self, ctx: &mut Ctx, v: &NwView) -> bool {
+        without_mirror(ctx.status_mut(v), |s| *s != self.status)
+            || ctx.work.annotations != self.annotations
+            || ctx.work.labels != self.labels
+            || ctx.work.unschedulable != self.unschedulable
+    }
+}
+
+/// §12.1 inputs per selected node, in `v.nodes` order.
+fn node_facts(
+    ctx: &Ctx,
+    views: &[NwView],
+    v: &NwView,
+    views_now: &[NodeView],
+    prior_statuses: &[Status],
+) -> Vec<NodeFacts> {
+    // node_views keeps v.nodes' order and skips only nodes missing from the snapshot, so the
+    // view of the i-th present node is views_now[i] (names are unique).
+    let mut present = 0;
+    let tolerations = crate::rollout::selection_tolerations(
+        v.nw,
+        &rollout_seam::runtime_required_taints(ctx.opts),
+    );
+    v.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let view = ctx.node(name).map(|_| {
+                present += 1;
+                &views_now[present - 1]
+            });
+            NodeFacts {
+                current: prior_statuses[i],
+                complete: ctx.node_complete(v, name),
+                ineligible: view.is_some_and(|view| {
+                    crate::rollout::ineligibility(view, &tolerations).is_some()
+                }),
+                ready: node_ready(ctx, views, v, name),
+            }
+        })
+        .collect()
+}
+
+/// §12.2 the NodeWright's Status from its nodes, overridden by disabled, paused, a missing
+/// policy and a global wait.
+fn nw_status(
+    ctx: &Ctx,
+    views: &[NwView],
+    v: &NwView,
+    facts: &[NodeFacts],
+    missing: bool,
+) -> Status {
+    let status = aggregate(facts.iter().map(|f| (f.complete, f.current)));
+    if status == Status::Complete {
+        return if missing { Status::Blocked } else { status };
+    }
+    if v.disabled {
+        Status::Disabled
+    } else if v.paused {
+        Status::Paused
+    } else if missing {
+        Status::Blocked
+    } else if globally_waiting(ctx, views, v) {
+        Status::Waiting
+    } else {
+        status
+    }
+}
+
+/// §12.1 each node's Status; a node that is complete releases its cordon (E8 when it just
+/// became complete).
+fn set_node_statuses(
+    ctx: &mut Ctx,
+    v: &NwView,
+    nw_status: Status,
+    missing: bool,
+    facts: &[NodeFacts],
+) {
+    for (name, f) in v.nodes.iter().zip(facts) {
+        let Some(node) = ctx.node(name) else { continue };
+        let new = node_status(nw_status, !missing, *f);
+        ctx.work.set_node_status(node, &v.name, new);
+        if new != Status::Complete {
+            continue;
+        }
+        ctx.work.release_cordon(&v.name, node);
+        if f.current != Status::Complete {
+            ctx.work.event(
+                node_ref(name),
+                false,
+                "State",
+                "MarkComplete",
+                format!("NodeWright [{}] complete.", v.name),
+            ); // E8
+        }
+    }
+}
+
+/// Brings the `status.nodeState` mirror up to the current documents; true when it changed.
+fn refresh_mirror(ctx: &mut Ctx, v: &NwView) -> bool {
+    let docs: Vec<(String, NodeState)> = v
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            let d = ctx.doc(v, n)?;
+            (ctx.mirror_entry(v, n) != Some(d)).then(|| (n.clone(), d.clone()))
+        })
+        .collect();
+    let changed = !docs.is_empty();
+    let edits = ctx.work.mirror_mut(&v.name);
+    for (n, d) in docs {
+        edits.insert(n, d);
+    }
+    changed
+}
+
+/// Writes the NodeWright's status, node statuses, rollout conditions and Ready; emits the
+/// transition Event when the status changed.
+fn write_status(
+    ctx: &mut Ctx,
+    v: &NwView,
+    nw_status: Status,
+    prior: Option<Status>,
+    decision: &RolloutDecision,
+) {
+    let statuses: BTreeMap<String, Status> = v
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            ctx.node(n)
+                .map(|node| (n.clone(), ctx.work.node_status(node, &v.name)))
+        })
+        .collect();
+    let complete = ctx.nw_complete(v);
+    let (generation, now) = (v.generation, ctx.now);
+    let status = ctx.status_mut(v);
+    status.status = Some(nw_status);
+    status.observed_generation = generation;
+    status.node_status = statuses;
+    for c in &decision.conditions {
+        for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
+            set_condition(
+                &mut status.conditions,
+                &ty,
+                c.status,
+                &c.reason,
+                &c.message,
+                generation,
+                now,
+            );
+        }
+    }
+    for ty in &decision.removed_conditions {
+        remove_condition(&mut status.conditions, ty);
+        remove_condition(&mut status.conditions, &format!("{}/{ty}", keys::PREFIX));
+    }
+    set_ready(status, complete, &v.nodes, prior, generation, now);
+    if let Some(prior) = prior.filter(|p| *p != nw_status) {
+        ctx.work.event(
+            nw_ref(&v.name, &v.uid),
+            false,
+            "State",
+            "Transition",
+            format!("NodeWright transitioned [{prior}] -> [{nw_status}]"),
+        );
+    }
+}
+
+/// Runs `f` on the status with its node-state mirror taken out (it is large at scale).
+fn without_mirror<T>(status: &mut NodeWrightStatus, f: impl FnOnce(&NodeWrightStatus) -> T) -> T {
+    let mirror = std::mem::take(&mut status.node_state);
+    let out = f(status);
+    status.node_state = mirror;
+    out
+}

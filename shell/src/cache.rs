@@ -30,6 +30,8 @@ use tracing::warn;
 pub mod decode;
 mod slim;
 
+pub use slim::strip_job;
+
 pub use decode::{Undecodable, Undecodables};
 
 /// Objects per list page of the initial (and every re-) list.

@@ -139,3 +139,14 @@ fn yaml_errors_name_line_and_column() {
     let e = Scenario::from_yaml(unknown).expect_err("unknown field");
     assert!(e.contains("nodez") && e.contains("line 4"), "{e}");
 }
+
+#[test]
+fn events_are_counted_and_can_fail() {
+    let mut s = load("flow-reboot-reset-killed-job");
+    assert_eq!(s.expect.events[0].count, Some(1));
+    s.expect.events[0].count = Some(2);
+    fails_with(&run(s.clone(), "6m"), "1 Events match");
+    s.expect.events[0].count = None;
+    s.expect.events[0].reason = Some("NoSuchReason".into());
+    fails_with(&run(s, "6m"), "0 Events match");
+}

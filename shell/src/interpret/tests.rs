@@ -1651,3 +1651,17 @@ async fn a_fenced_write_is_dropped_without_reaching_the_apiserver() {
         "nothing was sent"
     );
 }
+
+#[test]
+fn m2_adding_the_finalizer_stamps_the_operator_version() {
+    let mut nw = NodeWright::new("demo", NodeWrightSpec::default());
+    nw.metadata.resource_version = Some("5".into());
+    let patch = nodewright::finalizer_patch(&nw, true).expect("finalizer missing");
+    assert_eq!(
+        patch["metadata"]["annotations"][keys::VERSION],
+        json!(keys::OPERATOR_VERSION)
+    );
+    nw.metadata.finalizers = Some(vec![keys::FINALIZER.into()]);
+    let removal = nodewright::finalizer_patch(&nw, false).expect("finalizer present");
+    assert!(removal["metadata"].get("annotations").is_none());
+}

@@ -32,6 +32,9 @@ pub enum Effect {
         job: Box<Job>,
         /// Why it is started, for logs.
         context: Context,
+        /// What must hold on a fresh read right before the create (B6 for interrupt Jobs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        precondition: Option<FreshReadPrecondition>,
     },
     /// Foreground-delete a Job guarded by its uid; always logged and evented with the reason.
     DeleteJob {

@@ -283,7 +283,7 @@ fn r2_6_create_carries_the_built_job() {
     match decide(&snap, job.clone(), None) {
         CreateDecision::Create(effects) => {
             assert!(
-                matches!(&effects[..], [Effect::CreateJob { job: j, context }]
+                matches!(&effects[..], [Effect::CreateJob { job: j, context, .. }]
                 if **j == job && context.stage.as_deref() == Some("apply"))
             );
         }

@@ -111,13 +111,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::all(client.clone()),
         scheduled,
         trigger,
-        move |p: &mut Pod| {
-            if is_executor(p, &ns) {
-                strip_executor_pod(p)
-            } else {
-                strip_pod(p)
-            }
-        },
+        move |p: &mut Pod| strip_any_pod(p, &ns),
         always,
     );
     let config_maps = spawn(
@@ -238,12 +232,12 @@ where
 }
 
 /// Drops managedFields, which the operator never reads.
-fn strip_meta<K: Resource>(obj: &mut K) {
+pub fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
 /// Drops managedFields and the (large) image list of a node.
-fn strip_node(node: &mut Node) {
+pub fn strip_node(node: &mut Node) {
     strip_meta(node);
     if let Some(status) = node.status.as_mut() {
         status.images = None;
@@ -255,6 +249,15 @@ pub fn is_executor(pod: &Pod, namespace: &str) -> bool {
     let labels = pod.metadata.labels.as_ref();
     pod.metadata.namespace.as_deref() == Some(namespace)
         && labels.is_some_and(|l| l.contains_key(keys::LABEL_NAME) && l.contains_key(keys::PACKAGE))
+}
+
+/// Strips a pod as its cache does: executor pods keep their status, workload pods are slimmed.
+pub fn strip_any_pod(pod: &mut Pod, namespace: &str) {
+    if is_executor(pod, namespace) {
+        strip_executor_pod(pod)
+    } else {
+        strip_pod(pod)
+    }
 }
 
 /// Drops what the core never reads from an executor pod (container details of the spec); its
@@ -302,8 +305,8 @@ fn strip_pod(pod: &mut Pod) {
 }
 
 /// True when a node changed in a way a pass may care about: metadata, spec, boot id or readiness
-/// (kubelet heartbeats alone do not trigger passes).
-fn node_changed(seen: &Mutex<HashMap<String, u64>>, node: &Node) -> bool {
+/// (kubelet heartbeats alone do not trigger passes). `seen` keeps each node's last fingerprint.
+pub fn node_changed(seen: &Mutex<HashMap<String, u64>>, node: &Node) -> bool {
     let mut h = DefaultHasher::new();
     node.metadata.labels.hash(&mut h);
     node.metadata.annotations.hash(&mut h);
@@ -355,48 +358,23 @@ impl Caches {
 
     /// Copies the caches into a [`Snapshot`] for one pass.
     pub fn snapshot(&self, cluster: &ClusterInfo) -> Snapshot {
-        let nodes = owned(&self.nodes);
-        let touched: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| node_is_touched(n))
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
-        let mut executor_pods = Vec::new();
-        let mut workload_pods = Vec::new();
-        for p in self.pods.state() {
-            if is_executor(&p, &self.namespace) {
-                executor_pods.push((*p).clone());
-            } else if p
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_ref())
-                .is_some_and(|n| touched.contains(n))
-            {
-                workload_pods.push((*p).clone());
-            }
-        }
-        let config_maps = self
-            .config_maps
-            .state()
-            .iter()
-            .filter(|cm| {
-                cm.metadata.labels.as_ref().is_some_and(|l| {
-                    l.contains_key(keys::LABEL_NAME) || l.contains_key(keys::NODE_META)
-                })
-            })
-            .map(|cm| (**cm).clone())
-            .collect();
-        Snapshot {
+        let base = Snapshot {
             nodewrights: owned(&self.nodewrights),
             policies: owned(&self.policies),
-            nodes,
+            nodes: owned(&self.nodes),
             jobs: owned(&self.jobs),
-            executor_pods,
-            workload_pods,
-            config_maps,
             pod_disruption_budgets: owned(&self.pdbs),
             cluster: cluster.clone(),
-        }
+            ..Snapshot::default()
+        };
+        let pods = self.pods.state();
+        let config_maps = self.config_maps.state();
+        assemble(
+            &self.namespace,
+            base,
+            pods.iter().map(|p| &**p),
+            config_maps.iter().map(|c| &**c),
+        )
     }
 
     /// Object counts per cache, for the `cache_objects` metric.
@@ -413,8 +391,51 @@ impl Caches {
     }
 }
 
+/// Completes `base` (every other list already filled from the caches) with the pods and
+/// ConfigMaps a pass reads: executor pods (D16) whole, workload pods only on touched nodes,
+/// ConfigMaps only with the operator's labels. The simulator assembles its snapshots with it too.
+pub fn assemble<'a>(
+    namespace: &str,
+    mut base: Snapshot,
+    pods: impl IntoIterator<Item = &'a Pod>,
+    config_maps: impl IntoIterator<Item = &'a ConfigMap>,
+) -> Snapshot {
+    let touched: BTreeSet<&str> = base
+        .nodes
+        .iter()
+        .filter(|n| node_is_touched(n))
+        .filter_map(|n| n.metadata.name.as_deref())
+        .collect();
+    let mut executor_pods = Vec::new();
+    let mut workload_pods = Vec::new();
+    for p in pods {
+        if is_executor(p, namespace) {
+            executor_pods.push(p.clone());
+        } else if p
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| touched.contains(n))
+        {
+            workload_pods.push(p.clone());
+        }
+    }
+    base.config_maps = config_maps
+        .into_iter()
+        .filter(|cm| {
+            cm.metadata.labels.as_ref().is_some_and(|l| {
+                l.contains_key(keys::LABEL_NAME) || l.contains_key(keys::NODE_META)
+            })
+        })
+        .cloned()
+        .collect();
+    base.executor_pods = executor_pods;
+    base.workload_pods = workload_pods;
+    base
+}
+
 /// Nodes whose workload pods a pass may need: cordoned ones and those carrying operator metadata.
-fn node_is_touched(node: &Node) -> bool {
+pub fn node_is_touched(node: &Node) -> bool {
     let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
     let prefix = format!("{}/", keys::PREFIX);
     unschedulable

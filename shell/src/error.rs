@@ -8,6 +8,9 @@ pub enum ShellError {
     /// The apiserver or the transport failed.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The apiserver answered a port call with an error.
+    #[error("{0}")]
+    Api(#[from] crate::interpret::ApiError),
     /// A JSON value could not be built or read.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),

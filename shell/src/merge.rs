@@ -1,5 +1,5 @@
 //! JSON merge patches (RFC 7386): the two-way diff the shell sends so that only changed fields
-//! reach the apiserver.
+//! reach the apiserver, and its application (the simulator's apiserver applies patches with it).
 
 use serde_json::{Map, Value};
 
@@ -49,6 +49,27 @@ fn strip_nulls(value: &Value) -> Value {
     }
 }
 
+/// Applies a merge patch to `target`: `null` members delete, objects merge, the rest replaces.
+pub fn apply(target: &mut Value, patch: &Value) {
+    let Value::Object(patch) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    let Value::Object(map) = target else {
+        return;
+    };
+    for (k, v) in patch {
+        if v.is_null() {
+            map.remove(k);
+        } else {
+            apply(map.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +96,23 @@ mod tests {
             diff(&json!({"c": [1, 2]}), &json!({"c": [2]})),
             Some(json!({"c": [2]}))
         );
+    }
+
+    #[test]
+    fn merge_diff_then_apply_round_trips() {
+        let a = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": [1], "g": null});
+        let b = json!({"a": 1, "b": {"c": 5}, "e": [2], "f": "x"});
+        let patch = diff(&a, &b).unwrap_or_default();
+        let mut t = a.clone();
+        apply(&mut t, &patch);
+        assert_eq!(t, b);
+    }
+
+    #[test]
+    fn merge_added_nulls_are_not_sent_as_deletions() {
+        let patch = diff(&json!({}), &json!({"x": {"y": null, "z": 1}})).unwrap_or_default();
+        let mut t = json!({"x": {"y": 7}});
+        apply(&mut t, &patch);
+        assert_eq!(t, json!({"x": {"y": 7, "z": 1}}));
     }
 }

@@ -252,7 +252,7 @@ async fn run(
         }
         None => None,
     };
-    let events = EventRecorder::new(writer.clone(), &identity);
+    let events = EventRecorder::new(&identity);
     let interpreter =
         Interpreter::new(writer, &options.namespace, events).with_node_cache(caches.nodes.clone());
     let runner = Runner {

@@ -196,7 +196,7 @@ impl Runner {
         };
         let report = self.interpreter.apply(&snapshot, &plan).await;
         for undecodable in self.caches.undecodable.take_pending() {
-            self.interpreter.events.emit(&undecodable.event()).await;
+            self.interpreter.emit(&undecodable.event()).await;
         }
         if let (Some(t), Some(n)) = (&self.trace, pass_no)
             && let Err(e) = t.lock().await.outcomes(n, &report)

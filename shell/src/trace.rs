@@ -1,10 +1,8 @@
-//! Trace recording (`NODEWRIGHT_TRACE=<path>`): the JSONL format of `nodewright_sim::trace`, so
-//! the simulator can replay what this operator saw and decided.
+//! Traces (`NODEWRIGHT_TRACE=<path>`): the JSONL [`Record`]s of what the operator saw and decided,
+//! written here and by the simulator, and read back by the simulator's replay.
 //!
 //! Before each pass the recorder writes the difference between this snapshot and the previous
 //! one as watch records (a full relist the first time), then the pass and each effect's outcome.
-//! The record shapes are mirrored here (the operator binary does not link the simulator); a test
-//! reads the output back with the simulator's own reader and replays it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -17,73 +15,148 @@ use jiff::Timestamp;
 use kube::Resource;
 use nodewright_core::Effect;
 use nodewright_core::{Plan, Snapshot};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::interpret::{Outcome, Report};
 
-/// Trace format version (`nodewright_sim::trace::TRACE_VERSION`).
+/// Current trace format version.
 pub const TRACE_VERSION: u32 = 1;
 
-/// A Kubernetes object as JSON with `apiVersion` and `kind`.
-type AnyObject = Value;
-
 /// Watch event types, upper case on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
-enum EventType {
+pub enum EventType {
+    /// Object created.
     Added,
+    /// Object changed.
     Modified,
+    /// Object removed.
     Deleted,
 }
 
-/// How an effect ended, as the simulator spells it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// How an effect ended, as a trace spells it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", content = "why", rename_all = "lowercase")]
-enum TraceOutcome {
+pub enum TraceOutcome {
+    /// The write happened.
     Applied,
+    /// Nothing needed writing.
     Noop,
+    /// A precondition failed or the object already exists.
     Dropped(String),
+    /// The apiserver asked to wait (PDB).
     Waiting(String),
+    /// Skipped because an earlier effect in its scope did not happen.
     Skipped,
+    /// The write failed.
     Failed(String),
 }
 
-/// One line of a trace (mirror of `nodewright_sim::trace::Record`).
-#[derive(Clone, Debug, Serialize)]
+impl From<&Outcome> for TraceOutcome {
+    fn from(outcome: &Outcome) -> Self {
+        match outcome {
+            Outcome::Applied => TraceOutcome::Applied,
+            Outcome::Noop => TraceOutcome::Noop,
+            Outcome::Dropped(w) => TraceOutcome::Dropped(w.clone()),
+            Outcome::Waiting(w) => TraceOutcome::Waiting(w.clone()),
+            Outcome::Skipped => TraceOutcome::Skipped,
+            Outcome::Failed(e) => TraceOutcome::Failed(e.to_string()),
+        }
+    }
+}
+
+impl TraceOutcome {
+    /// Short label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TraceOutcome::Applied => "applied",
+            TraceOutcome::Noop => "noop",
+            TraceOutcome::Dropped(_) => "dropped",
+            TraceOutcome::Waiting(_) => "waiting",
+            TraceOutcome::Skipped => "skipped",
+            TraceOutcome::Failed(_) => "failed",
+        }
+    }
+}
+
+/// One line of a trace; `O` is how objects are held (JSON here, typed in the simulator).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
-enum Record {
+pub enum Record<O = Value> {
+    /// First line: who recorded it and with which operator options.
     #[serde(rename_all = "camelCase")]
     Header {
+        /// Format version ([`TRACE_VERSION`]).
         version: u32,
+        /// `nodewright-sim` or `nodewright-operator`, with a version or scenario name.
         source: String,
+        /// Operator namespace.
         namespace: String,
+        /// The operator's environment (`JOB_BACKOFF_LIMIT`, ...); unset variables take defaults.
+        #[serde(default)]
         options_env: BTreeMap<String, String>,
     },
+    /// The cache was (re)filled from a full list: it now holds exactly these objects.
     Relist {
+        /// When.
         at: Timestamp,
-        objects: Vec<AnyObject>,
+        /// Every object of the watched kinds.
+        objects: Vec<O>,
     },
+    /// One watch event applied to the cache.
     Watch {
+        /// When it reached the cache.
         at: Timestamp,
+        /// ADDED, MODIFIED or DELETED.
         event: EventType,
-        object: AnyObject,
+        /// The object (for DELETED, its last state).
+        object: O,
     },
+    /// One core pass on the cache as it stood: `now` = `at`.
     #[serde(rename_all = "camelCase")]
     Pass {
+        /// The `now` handed to the core.
         at: Timestamp,
+        /// Pass number since start.
         pass: u64,
+        /// The plan's effects, in order.
         effects: Vec<Effect>,
+        /// The plan's requeue hint in milliseconds.
+        #[serde(default)]
         requeue_after_ms: Option<u64>,
+        /// The plan's errors.
+        #[serde(default)]
         errors: Vec<String>,
     },
+    /// How one effect of a pass ended (informative; replay ignores it).
     Outcome {
+        /// When.
         at: Timestamp,
+        /// Pass number.
         pass: u64,
+        /// Index of the effect in the pass.
         index: usize,
+        /// How it ended.
         outcome: TraceOutcome,
     },
 }
+
+impl<O> Record<O> {
+    /// The pass record of `plan`.
+    pub fn pass(at: Timestamp, pass: u64, plan: &Plan) -> Self {
+        Record::Pass {
+            at,
+            pass,
+            effects: plan.effects.clone(),
+            requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
+            errors: plan.error_messages(),
+        }
+    }
+}
+
+/// A Kubernetes object as JSON with `apiVersion` and `kind`.
+type AnyObject = Value;
 
 /// Environment variables the operator options are read from (recorded in the header).
 pub const OPTION_VARIABLES: &[&str] = &[
@@ -278,13 +351,7 @@ impl TraceRecorder {
         }
         self.seen = Some(current);
         self.pass += 1;
-        self.write(&Record::Pass {
-            at,
-            pass: self.pass,
-            effects: plan.effects.clone(),
-            requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
-            errors: plan.error_messages(),
-        })?;
+        self.write(&Record::pass(at, self.pass, plan))?;
         Ok(self.pass)
     }
 
@@ -292,7 +359,7 @@ impl TraceRecorder {
     pub fn outcomes(&mut self, pass: u64, report: &Report) -> std::io::Result<()> {
         let at = Timestamp::now();
         for (index, (_, outcome)) in report.outcomes.iter().enumerate() {
-            let outcome = to_trace(outcome);
+            let outcome = TraceOutcome::from(outcome);
             self.write(&Record::Outcome {
                 at,
                 pass,
@@ -301,17 +368,6 @@ impl TraceRecorder {
             })?;
         }
         self.out.flush()
-    }
-}
-
-fn to_trace(outcome: &Outcome) -> TraceOutcome {
-    match outcome {
-        Outcome::Applied => TraceOutcome::Applied,
-        Outcome::Noop => TraceOutcome::Noop,
-        Outcome::Dropped(w) => TraceOutcome::Dropped(w.clone()),
-        Outcome::Waiting(w) => TraceOutcome::Waiting(w.clone()),
-        Outcome::Skipped => TraceOutcome::Skipped,
-        Outcome::Failed(e) => TraceOutcome::Failed(e.to_string()),
     }
 }
 
@@ -394,133 +450,4 @@ fn tombstone(key: &Key) -> Option<AnyObject> {
         _ => {}
     }
     Some(value)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::{Arc, Mutex};
-
-    #[derive(Clone, Default)]
-    struct Buf(Arc<Mutex<Vec<u8>>>);
-    impl Write for Buf {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    fn node(name: &str, rv: &str) -> k8s_openapi::api::core::v1::Node {
-        serde_json::from_value(
-            serde_json::json!({"metadata": {"name": name, "resourceVersion": rv}}),
-        )
-        .unwrap_or_default()
-    }
-
-    #[test]
-    fn trace_records_relist_then_differences_and_replays() {
-        let buf = Buf::default();
-        let env = BTreeMap::from([
-            ("JOB_BACKOFF_LIMIT".to_string(), "2".to_string()),
-            ("HOME".to_string(), "/x".to_string()),
-        ]);
-        let mut rec =
-            TraceRecorder::new(Box::new(buf.clone()), "nodewright", &env).expect("header");
-        let at = Timestamp::UNIX_EPOCH;
-        let s1 = Snapshot {
-            nodes: vec![node("a", "1"), node("b", "1")],
-            ..Snapshot::default()
-        };
-        let s2 = Snapshot {
-            nodes: vec![node("a", "2")],
-            ..Snapshot::default()
-        };
-        rec.pass(at, &s1, &Plan::default()).expect("pass 1");
-        rec.pass(at, &s2, &Plan::default()).expect("pass 2");
-        rec.outcomes(2, &Report::default()).expect("outcomes");
-        let bytes = buf.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        use nodewright_sim::store::EventType;
-        use nodewright_sim::trace::Record;
-        let records =
-            nodewright_sim::trace::read_jsonl(&bytes[..]).expect("the simulator reads it");
-        let kinds: Vec<&str> = records
-            .iter()
-            .map(|r| match r {
-                Record::Header { .. } => "header",
-                Record::Relist { .. } => "relist",
-                Record::Watch {
-                    event: EventType::Modified,
-                    ..
-                } => "modified",
-                Record::Watch {
-                    event: EventType::Deleted,
-                    ..
-                } => "deleted",
-                Record::Watch { .. } => "added",
-                Record::Pass { .. } => "pass",
-                Record::Outcome { .. } => "outcome",
-            })
-            .collect();
-        assert_eq!(
-            kinds,
-            ["header", "relist", "pass", "modified", "deleted", "pass"]
-        );
-        if let Record::Header { options_env, .. } = &records[0] {
-            assert_eq!(options_env.len(), 1, "only option variables are recorded");
-        }
-        let report = nodewright_sim::trace::replay(&records, None, &nodewright_core::reconcile)
-            .expect("replays");
-        assert_eq!(report.passes, 2);
-    }
-
-    #[test]
-    fn a_full_trace_rotates_and_each_file_replays_alone() {
-        let dir = std::env::temp_dir().join(format!("nw-trace-rotate-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let path = dir.join("trace.jsonl");
-        let mut rec =
-            TraceRecorder::create(&path, "nodewright", &BTreeMap::new(), 1).expect("create");
-        let at = Timestamp::UNIX_EPOCH;
-        let s1 = Snapshot {
-            nodes: vec![node("a", "1")],
-            ..Snapshot::default()
-        };
-        rec.pass(at, &s1, &Plan::default()).expect("pass 1");
-        rec.outcomes(1, &Report::default()).expect("flush");
-        rec.pass(at, &s1, &Plan::default())
-            .expect("pass 2 rotates first");
-        rec.outcomes(2, &Report::default()).expect("flush");
-        for file in [path.clone(), dir.join("trace.jsonl.1")] {
-            let text = std::fs::read_to_string(&file).expect("both files exist");
-            let records = nodewright_sim::trace::read_jsonl(text.as_bytes()).expect("reads");
-            assert!(matches!(
-                records[0],
-                nodewright_sim::trace::Record::Header { .. }
-            ));
-            assert!(
-                matches!(records[1], nodewright_sim::trace::Record::Relist { .. }),
-                "{file:?}"
-            );
-            let report = nodewright_sim::trace::replay(&records, None, &nodewright_core::reconcile)
-                .expect("replays alone");
-            assert_eq!(report.passes, 1);
-        }
-        std::fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn deletion_tombstones_of_both_kinds_read_back_in_the_simulator() {
-        for kind in ["NodeWright", "DeploymentPolicy"] {
-            let object = tombstone(&(kind, String::new(), "gone".to_string())).expect("tombstone");
-            let line = serde_json::json!({"type": "watch", "at": "2026-01-01T00:00:00Z", "event": "DELETED", "object": object});
-            let records = nodewright_sim::trace::read_jsonl(line.to_string().as_bytes());
-            assert!(records.is_ok(), "{kind}: {records:?}");
-        }
-    }
 }

@@ -211,7 +211,7 @@ fn patch_object<T: Object>(
     let existing = world.store.get::<T>(ns, name).cloned().ok_or("not found")?;
     let mut value = serde_json::to_value(&existing).map_err(|e| e.to_string())?;
     let spec_before = value.get("spec").cloned();
-    crate::merge::apply(&mut value, patch);
+    nodewright_shell::merge::apply(&mut value, patch);
     let spec_changed = value.get("spec").cloned() != spec_before;
     let mut object: T = serde_json::from_value(value).map_err(|e| e.to_string())?;
     if spec_changed && matches!(T::KIND, Kind::NodeWright | Kind::DeploymentPolicy) {

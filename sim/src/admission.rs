@@ -21,7 +21,7 @@ pub fn admit(world: &World, action: &Action) -> Result<(), String> {
                 return Ok(());
             };
             let mut value = serde_json::to_value(old).map_err(|e| e.to_string())?;
-            crate::merge::apply(&mut value, patch);
+            nodewright_shell::merge::apply(&mut value, patch);
             check(old, value)
         }
         Action::Apply { object }

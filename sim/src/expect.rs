@@ -7,9 +7,17 @@ use nodewright_crds::keys;
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{self, JobFacts, job_facts};
+
+mod history;
+mod meta;
+mod status;
+
 use crate::objects::Objects;
 use crate::time::{Dur, SimTime, show};
 use crate::world::{is_terminal, job_condition};
+pub use history::{History, HistoryExpect};
+pub use meta::{NodeMetaExpect, TaintExpect};
+pub use status::ConditionExpect;
 
 /// Unmet expectations.
 #[derive(Clone, Debug, Default)]
@@ -50,6 +58,12 @@ pub struct Expect {
     /// entries that must have these values.
     #[serde(default)]
     pub config_maps: BTreeMap<String, BTreeMap<String, String>>,
+    /// Node name → its taints, raw annotations and labels.
+    #[serde(default)]
+    pub node_meta: BTreeMap<String, NodeMetaExpect>,
+    /// Counts over the whole run so far (Job creations, names, attempts).
+    #[serde(default)]
+    pub history: Vec<HistoryExpect>,
     /// The final expectations must be met by this time.
     #[serde(default)]
     pub within: Option<Dur>,
@@ -104,6 +118,13 @@ pub struct NodeWrightExpect {
     /// `status.nodeBootIds` entries.
     #[serde(default)]
     pub boot_ids: BTreeMap<String, String>,
+    /// Conditions by type (`Ready`, `Blocked`, `nodewright.nvidia.com/...`).
+    #[serde(default)]
+    pub conditions: BTreeMap<String, ConditionExpect>,
+    /// Any status field by JSON pointer (`/completeNodes`,
+    /// `/compartmentStatuses/<name>/batchState/currentBatch`); `null` means absent.
+    #[serde(default)]
+    pub fields: BTreeMap<String, serde_json::Value>,
 }
 
 /// Selects executor Jobs; unset fields match anything.
@@ -205,10 +226,19 @@ pub struct PodExpect {
     pub count: usize,
 }
 
-/// Conditions checked after every step.
+/// Conditions checked after every step (within `from`..`until` when given).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Always {
+    /// Checked only from this virtual time on.
+    #[serde(default)]
+    pub from: Option<Dur>,
+    /// Checked only up to this virtual time.
+    #[serde(default)]
+    pub until: Option<Dur>,
+    /// More conditions, each with its own `from`/`until` window.
+    #[serde(default)]
+    pub during: Vec<Always>,
     /// At most this many nodes cordoned at once.
     #[serde(default)]
     pub max_cordoned: Option<usize>,
@@ -229,6 +259,12 @@ pub struct Always {
 impl Always {
     /// Checks the state at `at`; only the first failure of each kind is kept.
     pub fn check(&self, objects: &Objects, at: SimTime, report: &mut Report) {
+        for window in &self.during {
+            window.check(objects, at, report);
+        }
+        if self.from.is_some_and(|f| at < f.0) || self.until.is_some_and(|u| at > u.0) {
+            return;
+        }
         let fail = |report: &mut Report, key: &str, text: String| {
             if !report.failures.iter().any(|f| f.contains(key)) {
                 report.fail(format!("always [{key}] broken at {}: {text}", show(at)));
@@ -312,8 +348,22 @@ impl Always {
 }
 
 impl Expect {
-    /// Checks every expectation against `objects`.
+    /// Checks every expectation against `objects` and the run's `history`.
+    pub fn check_run(&self, objects: &Objects, history: &History, report: &mut Report) {
+        self.check(objects, report);
+        for h in &self.history {
+            h.check(history, report);
+        }
+    }
+
+    /// Checks every expectation on the current objects (history expectations excepted).
     pub fn check(&self, objects: &Objects, report: &mut Report) {
+        for (name, want) in &self.node_meta {
+            match objects.nodes.get(name) {
+                Some(node) => want.check(name, node, report),
+                None => report.fail(format!("node {name} does not exist")),
+            }
+        }
         for (node_name, per_nw) in &self.nodes {
             let Some(node) = objects.nodes.get(node_name) else {
                 report.fail(format!("node {node_name} does not exist"));
@@ -406,6 +456,9 @@ impl Expect {
                     ));
                 }
             }
+            let st = nw.status.as_ref();
+            status::check_conditions(name, st, &want.conditions, report);
+            status::check_fields(name, st, &want.fields, report);
             if let Some(f) = want.finalizer {
                 let has = nw
                     .metadata

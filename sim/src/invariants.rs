@@ -9,9 +9,10 @@ use nodewright_crds::{NodeWright, PackageStatus, Stage, State, keys};
 use serde::{Deserialize, Serialize};
 
 use crate::facts::{self, job_facts};
-use crate::interpreter::{EntryTransition, Written};
 use crate::objects::Objects;
+use crate::port::Written;
 use crate::time::SimTime;
+use nodewright_core::effect::EntryTransition;
 
 mod merge_safety;
 

@@ -1,6 +1,6 @@
 //! NodeWright's deterministic cluster simulator: a virtual-time apiserver, Job controller,
-//! kubelets and nodes that drive the real `nodewright_core::reconcile` through a model of the
-//! shell's effect interpreter, with injectable faults, invariant checks after every step,
+//! kubelets and nodes that drive the real `nodewright_core::reconcile` through the shell's own
+//! effect interpreter, snapshot assembly and pass scheduling (over an in-memory cluster port), with injectable faults, invariant checks after every step,
 //! scenario files, JSONL traces with replay, and timelines.
 
 pub mod actions;
@@ -9,11 +9,10 @@ pub mod cycles;
 pub mod expect;
 pub mod explore;
 pub mod facts;
-pub mod interpreter;
 pub mod invariants;
-pub mod merge;
 pub mod objects;
 pub mod operator;
+pub mod port;
 pub mod rng;
 pub mod scenario;
 pub mod selector;

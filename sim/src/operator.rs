@@ -1,18 +1,24 @@
 //! The operator model: a watch-fed cache (with lag and lost events), the real core run on
 //! snapshots of it, the interpreter applying the plan, and crashes, restarts and leader changes.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
+use nodewright_core::effect::FinalizerChain;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
+use nodewright_shell::interpret::{EventRecorder, Interpreter, Report};
+use nodewright_shell::runner::{DEBOUNCE, next_delay};
+use nodewright_shell::trace::TraceOutcome;
 use serde::{Deserialize, Serialize};
 
-use crate::interpreter::{Interpreter, InterpreterConfig, Outcome, Scope, Written};
 use crate::invariants::Checker;
+use crate::objects::AnyObject;
 use crate::objects::Objects;
+use crate::port::{PortConfig, SimPort};
 use crate::rng::Rng;
 use crate::snapshot::snapshot_from;
+use crate::store::EventType;
 use crate::time::{Dur, SimTime, timestamp};
 use crate::trace::{Record, apply_watch};
 use crate::world::World;
@@ -91,11 +97,15 @@ pub struct Operator {
     dropped_since_relist: bool,
     inflight: Vec<(SimTime, usize)>,
     last_relist: SimTime,
-    error_backoff: SimTime,
+    /// Consecutive failing passes (the shell's backoff input).
+    failures: u32,
     zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
     rng: Rng,
     snapshot: Option<Snapshot>,
-    finalizer_chain: nodewright_core::effect::FinalizerChain,
+    finalizer_chain: Arc<Mutex<FinalizerChain>>,
+    recorder: EventRecorder,
+    /// Node fingerprints of the shell's node watch filter (`cache::node_changed`).
+    node_fingerprints: Mutex<HashMap<String, u64>>,
 }
 
 impl Operator {
@@ -118,11 +128,13 @@ impl Operator {
             dropped_since_relist: false,
             inflight: Vec::new(),
             last_relist: 0,
-            error_backoff: 1_000,
+            failures: 0,
             zombie: None,
             rng: Rng::new(seed ^ 0x0b5e_55ed),
             snapshot: None,
             finalizer_chain: Default::default(),
+            recorder: EventRecorder::new("nodewright-sim"),
+            node_fingerprints: Mutex::default(),
         }
     }
 
@@ -197,12 +209,12 @@ impl Operator {
             self.relist(world, now);
         }
         if triggered {
-            let soon = now + 50;
+            let soon = now + DEBOUNCE.as_millis() as SimTime;
             self.next_pass = Some(self.next_pass.map_or(soon, |t| t.min(soon)));
         }
         if let Some((t, snapshot, effects)) = self.zombie.take() {
             if now >= t {
-                self.apply(world, checker, &snapshot, &effects, now, u64::MAX, None);
+                self.apply(world, checker, &snapshot, &effects, now, u64::MAX);
             } else {
                 self.zombie = Some((t, snapshot, effects));
             }
@@ -233,8 +245,10 @@ impl Operator {
         if !delivered.is_empty() {
             self.snapshot = None;
         }
+        let mut relevant = false;
         for (_, index) in &delivered {
             let event = &log[*index];
+            relevant |= self.relevant(event.event, &event.object);
             apply_watch(&mut self.cache, event.event, &event.object);
             if let Some(trace) = self.trace.as_mut() {
                 trace.push(Record::Watch {
@@ -244,7 +258,19 @@ impl Operator {
                 });
             }
         }
-        !delivered.is_empty()
+        relevant
+    }
+
+    /// Whether a delivered watch event wakes the pass loop, as in the shell's watches: node
+    /// updates only when they change something a pass reads (`cache::node_changed`).
+    fn relevant(&self, event: EventType, object: &AnyObject) -> bool {
+        match (event, object) {
+            (EventType::Deleted, _) => true,
+            (_, AnyObject::Node(node)) => {
+                nodewright_shell::cache::node_changed(&self.node_fingerprints, node)
+            }
+            _ => true,
+        }
     }
 
     fn pass(&mut self, world: &mut World, checker: &mut Checker, now: SimTime) {
@@ -268,28 +294,21 @@ impl Operator {
         }
         checker.check_plan(&snapshot, &plan, now);
         if let Some(trace) = self.trace.as_mut() {
-            trace.push(Record::Pass {
-                at,
-                pass: self.passes,
-                effects: plan.effects.clone(),
-                requeue_after_ms: plan.requeue_after.map(|d| d.as_millis() as u64),
-                errors: plan.error_messages(),
-            });
+            trace.push(Record::pass(at, self.passes, &plan));
         }
         let mut crash_at = self.crash_next_pass.take();
         if crash_at.is_none() && self.rng.chance(self.faults.crash) {
             let k = self.rng.below(plan.effects.len() as u64 + 1) as usize;
             crash_at = Some((k, self.faults.restart_after.0.max(1_000), false));
         }
-        let limit = crash_at.map(|c| c.0);
-        let wants_requeue = self.apply(
+        let limit = crash_at.map_or(plan.effects.len(), |c| c.0.min(plan.effects.len()));
+        let report = self.apply(
             world,
             checker,
             &snapshot,
-            &plan.effects,
+            &plan.effects[..limit],
             now,
             self.passes,
-            limit,
         );
         if let Some((k, down, late)) = crash_at {
             self.crash(now, down);
@@ -299,25 +318,18 @@ impl Operator {
             return;
         }
         self.snapshot = Some(snapshot);
-        let mut next: Option<SimTime> = plan
-            .requeue_after
-            .map(|d| now + (d.as_millis() as SimTime).max(1));
-        if !plan.errors.is_empty() {
-            next = Some(now + self.error_backoff);
-            self.error_backoff = (self.error_backoff * 2).min(60_000);
-        } else {
-            self.error_backoff = 1_000;
-        }
-        if wants_requeue {
-            next = Some(next.map_or(now + 2_000, |t| t.min(now + 2_000)));
-        }
-        if let Some(t) = next {
+        // The shell's pass loop: consecutive failures back off, dropped or skipped effects
+        // retry soon, otherwise the plan's requeue hint (`runner::next_delay`).
+        let failed = !plan.errors.is_empty() || !report.errors().is_empty();
+        self.failures = if failed { self.failures + 1 } else { 0 };
+        if let Some(delay) = next_delay(&plan, &report, self.failures) {
+            let t = now + (delay.as_millis() as SimTime).max(1);
             self.next_pass = Some(self.next_pass.map_or(t, |p| p.min(t)));
         }
     }
 
-    /// Applies effects in order with the shell's scope rule; returns whether a requeue is wanted.
-    #[allow(clippy::too_many_arguments)]
+    /// Applies effects with the shell's interpreter over the simulated apiserver; returns its
+    /// report.
     fn apply(
         &mut self,
         world: &mut World,
@@ -326,58 +338,38 @@ impl Operator {
         effects: &[Effect],
         now: SimTime,
         pass: u64,
-        limit: Option<usize>,
-    ) -> bool {
-        let config = InterpreterConfig {
+    ) -> Report {
+        let config = PortConfig {
             namespace: self.options.namespace.clone(),
-            conflict_attempts: 5,
             conflict_probability: self.faults.conflicts,
             deny_job_deletes: self.faults.deny_job_deletes,
         };
-        let mut scope = Scope::default();
-        let mut wants_requeue = false;
-        let mut written: Vec<Written> = Vec::new();
         let cache = std::mem::take(&mut self.cache);
-        let mut interpreter = Interpreter {
-            world,
-            cache: &cache,
-            config: &config,
-            rng: &mut self.rng,
-            written: Vec::new(),
-            events: Vec::new(),
-            finalizer_chain: &mut self.finalizer_chain,
-        };
-        for (index, effect) in effects.iter().enumerate() {
-            if limit.is_some_and(|k| index >= k) {
-                break;
-            }
-            let outcome = if scope.blocks(effect) {
-                Outcome::Skipped
-            } else {
-                interpreter.apply_one(snapshot, effect)
-            };
-            scope.record(effect, outcome.ended());
-            wants_requeue |= matches!(
-                outcome,
-                Outcome::Dropped(_) | Outcome::Waiting(_) | Outcome::Skipped
-            );
+        let port = SimPort::new(world, &cache, &config, &mut self.rng);
+        let interpreter =
+            Interpreter::with_port(port, &self.options.namespace, self.recorder.clone())
+                .with_finalizer_chain(self.finalizer_chain.clone());
+        let report = futures::executor::block_on(interpreter.apply_effects(snapshot, effects));
+        let port = interpreter.into_port();
+        let written = port.take_written();
+        self.events.append(&mut port.take_events());
+        drop(port);
+        self.cache = cache;
+        for (index, (kind, outcome)) in report.outcomes.iter().enumerate() {
             *self
                 .outcomes
-                .entry(format!("{}/{}", effect.kind(), outcome.label()))
+                .entry(format!("{kind}/{}", outcome.label()))
                 .or_default() += 1;
-            written.append(&mut interpreter.written);
             if let Some(trace) = self.trace.as_mut() {
                 trace.push(Record::Outcome {
                     at: timestamp(now),
                     pass,
                     index,
-                    outcome,
+                    outcome: TraceOutcome::from(outcome),
                 });
             }
         }
-        self.events.append(&mut interpreter.events);
-        self.cache = cache;
         checker.check_written(&written, &world.store.objects, now);
-        wants_requeue
+        report
     }
 }

@@ -12,14 +12,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::actions::{TimedAction, apply_object};
-use crate::expect::{Always, Expect, Report};
+use crate::expect::{Always, Expect, History, Report};
 use crate::operator::{Faults, Operator, ReconcileFn};
+use crate::rng::Rng;
 use crate::sim::Simulation;
 use crate::store::Store;
 use crate::time::{Dur, SimTime, show};
 use crate::timeline::Timeline;
 use crate::trace::Record;
-use crate::world::{NodeRun, PackageScript, Scripts, World, WorldSettings};
+use crate::world::{Attempt, NodeRun, PackageScript, Scripts, World, WorldSettings};
 
 /// A scenario file.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -117,6 +118,10 @@ pub struct WorldKnobs {
     /// Pod termination time.
     #[serde(default)]
     pub termination: Option<Dur>,
+    /// Randomise every attempt's duration (scripted ones and the default 5 s) by up to this
+    /// fraction either way, drawn from the scenario `seed` (`run --seed`, `run --seeds`).
+    #[serde(default)]
+    pub jitter: Option<f64>,
 }
 
 /// The cluster at time 0.
@@ -240,9 +245,17 @@ pub struct RunResult {
 
 impl Scenario {
     /// Parses a scenario from YAML.
+    /// Errors name the line and column where the parser can tell (syntax errors, unknown or
+    /// mistyped fields).
     pub fn from_yaml(text: &str) -> Result<Scenario, String> {
         let value: Value = serde_saphyr::from_str(text).map_err(|e| e.to_string())?;
-        serde_json::from_value(value).map_err(|e| e.to_string())
+        serde_json::from_value(value).map_err(|e| {
+            // The JSON value has no positions: parse again straight into the scenario for one.
+            match serde_saphyr::from_str::<Scenario>(text) {
+                Err(located) => located.to_string(),
+                Ok(_) => e.to_string(),
+            }
+        })
     }
 
     /// Builds the world at time 0.
@@ -254,7 +267,7 @@ impl Scenario {
         if let Some(t) = self.world.termination {
             settings.termination = t.0;
         }
-        let mut world = World::new(Store::default(), Scripts(self.packages.clone()), settings);
+        let mut world = World::new(Store::default(), Scripts(self.scripts()), settings);
         for def in &self.cluster.nodes {
             for name in node_names(def) {
                 let node = Node {
@@ -344,13 +357,16 @@ impl Scenario {
         checkpoints.sort_by_key(|c| c.at);
         let mut next_checkpoint = 0;
         let mut met_at = None;
+        let mut history = History::default();
+        history.observe(&sim.world.store.objects);
         loop {
             while let Some(c) = checkpoints
                 .get(next_checkpoint)
                 .filter(|c| c.at.0 <= sim.now)
             {
                 let mut r = Report::default();
-                c.expect.check(&sim.world.store.objects, &mut r);
+                c.expect
+                    .check_run(&sim.world.store.objects, &history, &mut r);
                 for f in r.failures {
                     report.failures.push(format!("at {}: {f}", show(c.at.0)));
                 }
@@ -358,6 +374,7 @@ impl Scenario {
             }
             let at = sim.now;
             let more = sim.step();
+            history.observe(&sim.world.store.objects);
             self.always.check(&sim.world.store.objects, at, &mut report);
             if sim.actions_done()
                 && next_checkpoint >= checkpoints.len()
@@ -365,7 +382,8 @@ impl Scenario {
                 && at >= run_for
             {
                 let mut r = Report::default();
-                self.expect.check(&sim.world.store.objects, &mut r);
+                self.expect
+                    .check_run(&sim.world.store.objects, &history, &mut r);
                 if r.failures.is_empty() {
                     met_at = Some(at);
                     break;
@@ -377,7 +395,8 @@ impl Scenario {
         }
         for c in &checkpoints[next_checkpoint.min(checkpoints.len())..] {
             let mut r = Report::default();
-            c.expect.check(&sim.world.store.objects, &mut r);
+            c.expect
+                .check_run(&sim.world.store.objects, &history, &mut r);
             for f in r.failures {
                 report.failures.push(format!(
                     "at {} (run ended at {}): {f}",
@@ -388,7 +407,7 @@ impl Scenario {
         }
         let mut final_report = Report::default();
         self.expect
-            .check(&sim.world.store.objects, &mut final_report);
+            .check_run(&sim.world.store.objects, &history, &mut final_report);
         report.failures.extend(final_report.failures);
         if let (Some(within), Some(met)) = (self.expect.within, met_at)
             && met > within.0
@@ -423,6 +442,69 @@ impl Scenario {
             trace: sim.operator.trace.take().unwrap_or_default(),
             final_objects: sim.world.store.objects.all(),
         })
+    }
+}
+
+/// The outcome of one scenario run over a range of seeds.
+#[derive(Clone, Debug, Default)]
+pub struct SeedSweep {
+    /// Seeds run.
+    pub seeds: Vec<u64>,
+    /// The runs that did not pass, with their seed.
+    pub failing: Vec<(u64, RunResult)>,
+}
+
+impl Scenario {
+    /// Runs the scenario once per seed in `first..first + count` (the seed drives fault
+    /// randomness and `world.jitter`), each with a fresh core from `core`.
+    pub fn sweep(
+        &self,
+        core: impl Fn() -> ReconcileFn,
+        first: u64,
+        count: u64,
+    ) -> Result<SeedSweep, String> {
+        let mut out = SeedSweep::default();
+        for seed in first..first.saturating_add(count) {
+            let run = Scenario {
+                seed,
+                ..self.clone()
+            };
+            let result = run.run_with(
+                core(),
+                RunConfig {
+                    timeline: false,
+                    ..RunConfig::default()
+                },
+            )?;
+            out.seeds.push(seed);
+            if !result.passed {
+                out.failing.push((seed, result));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The package scripts, with durations randomised by `world.jitter` from the seed; a
+    /// catch-all script gives unscripted packages a randomised default duration too.
+    fn scripts(&self) -> Vec<PackageScript> {
+        let Some(jitter) = self.world.jitter.filter(|j| *j > 0.0) else {
+            return self.packages.clone();
+        };
+        let jitter = jitter.min(0.95);
+        let mut rng = Rng::new(self.seed ^ 0x6A17_7E25);
+        let mut scripts = self.packages.clone();
+        scripts.push(PackageScript::default());
+        for script in &mut scripts {
+            if script.attempts.is_empty() {
+                script.attempts.push(Attempt::default());
+            }
+            for attempt in &mut script.attempts {
+                let u = rng.below(1_000_001) as f64 / 1_000_000.0;
+                let factor = 1.0 - jitter + 2.0 * jitter * u;
+                attempt.duration = Dur((attempt.duration.0 as f64 * factor).round() as u64);
+            }
+        }
+        scripts
     }
 }
 

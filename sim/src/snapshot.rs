@@ -1,7 +1,10 @@
-//! Builds the core's [`Snapshot`] from a set of objects, with the shell's filtering rules.
+//! Builds the core's [`Snapshot`] from a set of objects exactly as the operator does: what its
+//! watches hold (Jobs and ConfigMaps of the operator namespace, scheduled pods), stripped like its
+//! caches strip, assembled by the shell's own code (`nodewright_shell::cache`).
 
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
+use nodewright_shell::cache::{assemble, strip_any_pod, strip_meta, strip_node};
 
 use crate::objects::Objects;
 
@@ -11,45 +14,65 @@ pub const SERVER_VERSION: (u32, u32) = (1, 33);
 /// The snapshot the shell would hand the core, read from `objects` (usually the operator cache).
 pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
     let in_ns = |ns: &Option<String>| ns.as_deref() == Some(namespace);
-    let has = |labels: &Option<std::collections::BTreeMap<String, String>>, k: &str| {
-        labels.as_ref().is_some_and(|l| l.contains_key(k))
-    };
-    let mut executor_pods = Vec::new();
-    let mut workload_pods = Vec::new();
-    for pod in objects.pods.values() {
-        let m = &pod.metadata;
-        if in_ns(&m.namespace) && has(&m.labels, keys::LABEL_NAME) && has(&m.labels, keys::PACKAGE)
-        {
-            executor_pods.push(pod.clone());
-        } else if !in_ns(&m.namespace) {
-            workload_pods.push(pod.clone());
-        }
+    macro_rules! stripped {
+        () => {
+            |o| {
+                let mut o = Clone::clone(o);
+                strip_meta(&mut o);
+                o
+            }
+        };
     }
-    Snapshot {
-        nodewrights: objects.nodewrights.values().cloned().collect(),
-        policies: objects.policies.values().cloned().collect(),
-        nodes: objects.nodes.values().cloned().collect(),
+    let base = Snapshot {
+        nodewrights: objects.nodewrights.values().map(stripped!()).collect(),
+        policies: objects.policies.values().map(stripped!()).collect(),
+        nodes: objects
+            .nodes
+            .values()
+            .map(|n| {
+                let mut n = n.clone();
+                strip_node(&mut n);
+                n
+            })
+            .collect(),
         jobs: objects
             .jobs
             .values()
-            .filter(|j| in_ns(&j.metadata.namespace) && has(&j.metadata.labels, keys::LABEL_NAME))
-            .cloned()
-            .collect(),
-        executor_pods,
-        workload_pods,
-        config_maps: objects
-            .config_maps
-            .values()
-            .filter(|c| {
-                in_ns(&c.metadata.namespace)
-                    && (has(&c.metadata.labels, keys::LABEL_NAME)
-                        || has(&c.metadata.labels, keys::NODE_META))
+            .filter(|j| {
+                in_ns(&j.metadata.namespace)
+                    && j.metadata
+                        .labels
+                        .as_ref()
+                        .is_some_and(|l| l.contains_key(keys::LABEL_NAME))
             })
-            .cloned()
+            .map(stripped!())
             .collect(),
-        pod_disruption_budgets: objects.pdbs.values().cloned().collect(),
+        pod_disruption_budgets: objects.pdbs.values().map(stripped!()).collect(),
         cluster: ClusterInfo {
             server_version: Some(SERVER_VERSION),
         },
-    }
+        ..Snapshot::default()
+    };
+    let pods: Vec<_> = objects
+        .pods
+        .values()
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_some_and(|n| !n.is_empty())
+        })
+        .map(|p| {
+            let mut p = p.clone();
+            strip_any_pod(&mut p, namespace);
+            p
+        })
+        .collect();
+    let config_maps: Vec<_> = objects
+        .config_maps
+        .values()
+        .filter(|c| in_ns(&c.metadata.namespace))
+        .map(stripped!())
+        .collect();
+    assemble(namespace, base, &pods, &config_maps)
 }

@@ -1,25 +1,14 @@
 //! The simulated apiserver: typed storage with resourceVersions, uid preconditions, optimistic
 //! locking, finalizers, graceful and foreground deletion, and a log of watch events.
 
-use serde::{Deserialize, Serialize};
-
 use crate::objects::{AnyObject, Kind, Object, Objects, key};
 use crate::time::{SimTime, k8s_time};
 
 /// Finalizer the garbage collector uses for foreground deletion.
 pub const FOREGROUND: &str = "foregroundDeletion";
 
-/// Watch event types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum EventType {
-    /// Object created.
-    Added,
-    /// Object changed.
-    Modified,
-    /// Object removed.
-    Deleted,
-}
+/// Watch event types (the trace's).
+pub use nodewright_shell::trace::EventType;
 
 /// One change, as a watch would report it.
 #[derive(Clone, Debug)]

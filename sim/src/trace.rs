@@ -3,81 +3,19 @@
 //! writes it; the shell writes the same shape with `NODEWRIGHT_TRACE`; `replay` re-runs the core
 //! on the rebuilt snapshots and reports every effect that differs.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
 use jiff::Timestamp;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
 use serde::{Deserialize, Serialize};
 
-use crate::interpreter::Outcome;
 use crate::objects::{AnyObject, Objects};
 use crate::store::EventType;
 
-/// Current trace format version.
-pub const TRACE_VERSION: u32 = 1;
+pub use nodewright_shell::trace::{TRACE_VERSION, TraceOutcome};
 
-/// One line of a trace.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub enum Record {
-    /// First line: who recorded it and with which operator options.
-    #[serde(rename_all = "camelCase")]
-    Header {
-        /// Format version ([`TRACE_VERSION`]).
-        version: u32,
-        /// `nodewright-sim` or `nodewright-operator`, with a version or scenario name.
-        source: String,
-        /// Operator namespace.
-        namespace: String,
-        /// The operator's environment (`JOB_BACKOFF_LIMIT`, ...); unset variables take defaults.
-        #[serde(default)]
-        options_env: BTreeMap<String, String>,
-    },
-    /// The cache was (re)filled from a full list: it now holds exactly these objects.
-    Relist {
-        /// When.
-        at: Timestamp,
-        /// Every object of the watched kinds.
-        objects: Vec<AnyObject>,
-    },
-    /// One watch event applied to the cache.
-    Watch {
-        /// When it reached the cache.
-        at: Timestamp,
-        /// ADDED, MODIFIED or DELETED.
-        event: EventType,
-        /// The object (for DELETED, its last state).
-        object: AnyObject,
-    },
-    /// One core pass on the cache as it stood: `now` = `at`.
-    #[serde(rename_all = "camelCase")]
-    Pass {
-        /// The `now` handed to the core.
-        at: Timestamp,
-        /// Pass number since start.
-        pass: u64,
-        /// The plan's effects, in order.
-        effects: Vec<Effect>,
-        /// The plan's requeue hint in milliseconds.
-        #[serde(default)]
-        requeue_after_ms: Option<u64>,
-        /// The plan's errors.
-        #[serde(default)]
-        errors: Vec<String>,
-    },
-    /// How one effect of a pass ended (informative; replay ignores it).
-    Outcome {
-        /// When.
-        at: Timestamp,
-        /// Pass number.
-        pass: u64,
-        /// Index of the effect in the pass.
-        index: usize,
-        /// How it ended.
-        outcome: Outcome,
-    },
-}
+/// One line of a trace (the shell's record, with typed objects).
+pub type Record = nodewright_shell::trace::Record<AnyObject>;
 
 /// Writes records as JSON lines.
 pub fn write_jsonl(records: &[Record], out: &mut impl Write) -> std::io::Result<()> {

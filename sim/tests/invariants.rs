@@ -4,9 +4,9 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
+use nodewright_core::effect::EntryTransition;
 use nodewright_core::{Effect, Plan, Snapshot};
 use nodewright_crds::{NodeWright, PackageStatus, Stage, State, keys};
-use nodewright_sim::interpreter::EntryTransition;
 use nodewright_sim::invariants::{Checker, illegal_transition};
 use serde_json::json;
 
@@ -73,6 +73,7 @@ fn start(stage: &str) -> Effect {
     Effect::CreateJob {
         job: Box::new(job(stage, false)),
         context: Default::default(),
+        precondition: None,
     }
 }
 

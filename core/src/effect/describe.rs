@@ -107,6 +107,7 @@ mod tests {
         let create = Effect::CreateJob {
             job: Box::new(Job::default()),
             context: ctx("n1"),
+            precondition: None,
         };
         let patch = Effect::PatchNode(Box::default());
         let finalizer = Effect::AddFinalizer {

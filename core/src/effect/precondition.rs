@@ -3,12 +3,18 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use nodewright_crds::keys;
+use serde::{Deserialize, Serialize};
 
 use super::Effect;
 
 /// A condition that must hold on a fresh read for the effect to be applied; when it does not,
 /// the effect is dropped and the next pass decides.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum FreshReadPrecondition {
     /// B6: an interrupt Job is created only while no other unfinished Job runs on its node.
     NoUnfinishedJobsOn {
@@ -18,19 +24,13 @@ pub enum FreshReadPrecondition {
 }
 
 impl Effect {
-    /// The precondition the interpreter must check on a fresh read before applying this effect:
-    /// creating an interrupt Job (labelled `<prefix>/interrupt=True` by the core's builder)
-    /// requires its node to run no other unfinished Job (B6).
-    pub fn fresh_read_precondition(&self) -> Option<FreshReadPrecondition> {
-        let Effect::CreateJob { job, .. } = self else {
-            return None;
-        };
-        let labels = job.metadata.labels.as_ref()?;
-        if labels.get(keys::LABEL_INTERRUPT).map(String::as_str) != Some("True") {
-            return None;
+    /// The precondition the interpreter must check on a fresh read before applying this effect
+    /// (carried by the effect; the core sets it on interrupt Job creates, B6).
+    pub fn fresh_read_precondition(&self) -> Option<&FreshReadPrecondition> {
+        match self {
+            Effect::CreateJob { precondition, .. } => precondition.as_ref(),
+            _ => None,
         }
-        let node = labels.get(keys::LABEL_NODE)?;
-        Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: node.clone() })
     }
 }
 
@@ -121,10 +121,14 @@ mod tests {
         job
     }
 
+    /// The effects the core plans for creating `job` on an empty cluster.
     fn create(job: Job) -> Effect {
-        Effect::CreateJob {
-            job: Box::new(job),
-            context: Context::default(),
+        let snapshot = crate::Snapshot::default();
+        let options = crate::Options::default();
+        let index = crate::jobs::ExecutorIndex::build(&snapshot, &options);
+        match crate::jobs::plan_create(&index, job, None) {
+            crate::jobs::CreateDecision::Create(mut effects) => effects.remove(0),
+            other => panic!("expected a create, got {other:?}"),
         }
     }
 
@@ -142,24 +146,36 @@ mod tests {
 
     #[test]
     fn b6_interrupt_create_carries_the_fresh_read_precondition() {
-        assert_eq!(
-            create(interrupt("int")).fresh_read_precondition(),
-            Some(on_n1())
-        );
+        let effect = create(interrupt("int"));
+        assert_eq!(effect.fresh_read_precondition(), Some(&on_n1()));
         assert_eq!(on_n1().label_selector(), format!("{}=n1", keys::LABEL_NODE));
+        let json = serde_json::to_value(&effect).unwrap_or_default();
+        assert_eq!(
+            json["precondition"],
+            serde_json::json!({"kind": "noUnfinishedJobsOn", "node": "n1"}),
+            "the precondition travels with the effect (traces, replay)"
+        );
     }
 
     #[test]
     fn b6_non_interrupt_create_and_other_effects_carry_none() {
         let apply = job("apply", &[(keys::LABEL_NODE, "n1")], None);
         assert_eq!(create(apply).fresh_read_precondition(), None);
-        let no_node = job("int", &[(keys::LABEL_INTERRUPT, "True")], None);
-        assert_eq!(create(no_node).fresh_read_precondition(), None);
         let finalizer = Effect::AddFinalizer {
             nodewright: "demo".into(),
             uid: "u".into(),
         };
         assert_eq!(finalizer.fresh_read_precondition(), None);
+        let bare = Effect::CreateJob {
+            job: Box::new(interrupt("int")),
+            context: Context::default(),
+            precondition: None,
+        };
+        assert_eq!(
+            bare.fresh_read_precondition(),
+            None,
+            "read from the effect, not inferred from labels"
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::annotation::PackageAnnotation;
 use super::classify::JobState;
 use super::index::{ExecutorIndex, ExecutorJob};
 use super::matching::{executor_matches, job_deadline};
-use crate::effect::{Context, DeletionReason, Effect};
+use crate::effect::{Context, DeletionReason, Effect, FreshReadPrecondition};
 
 /// Why a create is not issued this pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +108,9 @@ pub fn plan_create(
         None => CreateDecision::Create(vec![Effect::CreateJob {
             job: Box::new(job),
             context,
+            // B6: the snapshot may lag; the interpreter re-checks the node on a fresh list.
+            precondition: interrupt
+                .then_some(FreshReadPrecondition::NoUnfinishedJobsOn { node: node.clone() }),
         }]),
         Some(existing) => existing_name_decision(existing, &job, entry),
     }

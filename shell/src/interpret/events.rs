@@ -2,18 +2,17 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::Client;
-use kube::api::{Api, PostParams};
 use nodewright_core::{DeletionReason, EventSpec, ObjectRef};
 use nodewright_crds::{GROUP, VERSION};
 use tracing::warn;
 
-use super::Outcome;
+use super::port::ClusterPort;
+use super::{Interpreter, Outcome};
 
 /// Name of the reporting controller on every Event.
 pub const REPORTING_CONTROLLER: &str = "nodewright.nvidia.com/operator";
@@ -21,38 +20,49 @@ pub const REPORTING_CONTROLLER: &str = "nodewright.nvidia.com/operator";
 /// Identical events within this window are emitted once.
 const DEDUP_WINDOW: Duration = Duration::from_secs(300);
 
-/// Emits Events; failures are logged, never fatal.
-#[derive(Clone)]
+/// Emits Events; failures are logged, never fatal. Clones share the de-duplication memory.
+#[derive(Clone, Debug, Default)]
 pub struct EventRecorder {
-    client: Client,
     instance: String,
-    recent: Arc<Mutex<HashMap<String, Instant>>>,
+    recent: Arc<Mutex<HashMap<String, Duration>>>,
 }
 
 impl EventRecorder {
     /// A recorder reporting as `instance` (the pod name).
-    pub fn new(client: Client, instance: &str) -> Self {
+    pub fn new(instance: &str) -> Self {
         EventRecorder {
-            client,
             instance: instance.to_string(),
             recent: Arc::default(),
         }
     }
 
+    /// True when `key` was not emitted within the window before `now` (monotonic).
+    fn first_recently(&self, key: String, now: Duration) -> bool {
+        // A poisoned lock only means another emitter panicked; the map is still usable.
+        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
+        recent.retain(|_, at| now.saturating_sub(*at) < DEDUP_WINDOW);
+        if recent.contains_key(&key) {
+            return false;
+        }
+        recent.insert(key, now);
+        true
+    }
+}
+
+impl<P: ClusterPort> Interpreter<P> {
     /// Emits the event of an [`nodewright_core::Effect::Event`].
     pub async fn emit(&self, spec: &EventSpec) -> Outcome {
         let key = format!(
             "{}/{}/{}/{}/{}",
             spec.regarding.kind, spec.regarding.name, spec.reason, spec.action, spec.message
         );
-        if !self.first_recently(key) {
+        if !self.events.first_recently(key, self.port.elapsed()) {
             return Outcome::Noop;
         }
-        let event = build_event(spec, &self.instance, jiff::Timestamp::now());
+        let event = build_event(spec, &self.events.instance, self.port.now());
         let namespace = event_namespace(&spec.regarding);
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        match api.create(&PostParams::default(), &event).await {
-            Ok(_) => Outcome::Applied,
+        match self.port.create_event(&namespace, &event).await {
+            Ok(()) => Outcome::Applied,
             Err(e) => {
                 warn!(error = %e, reason = %spec.reason, "event not recorded");
                 Outcome::Noop
@@ -61,7 +71,7 @@ impl EventRecorder {
     }
 
     /// Emits the Event that explains a deletion (decision D12).
-    pub async fn deleted(
+    pub(super) async fn deleted(
         &self,
         kind: &str,
         namespace: &str,
@@ -82,18 +92,6 @@ impl EventRecorder {
             message: format!("deleted {kind} {namespace}/{name}: {}", reason.as_str()),
         };
         self.emit(&spec).await;
-    }
-
-    fn first_recently(&self, key: String) -> bool {
-        let now = Instant::now();
-        // A poisoned lock only means another emitter panicked; the map is still usable.
-        let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.retain(|_, at| now.duration_since(*at) < DEDUP_WINDOW);
-        if recent.contains_key(&key) {
-            return false;
-        }
-        recent.insert(key, now);
-        true
     }
 }
 

@@ -2,17 +2,16 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams, Patch, PatchParams};
 use nodewright_crds::keys;
 use serde_json::{Value, json};
 
+use super::port::ClusterPort;
 use super::{Interpreter, Outcome};
-use crate::error::{is_conflict, is_not_found, is_uid_mismatch};
 
 /// Name of the interrupt container in interrupt executor pods.
 const INTERRUPT_CONTAINER: &str = "interrupt";
 
-impl Interpreter {
+impl<P: ClusterPort> Interpreter<P> {
     pub(super) async fn end_interrupt_job(
         &self,
         name: &str,
@@ -20,8 +19,7 @@ impl Interpreter {
         resource_version: Option<&str>,
         restarts: i32,
     ) -> Outcome {
-        let jobs: Api<Job> = Api::namespaced(self.client.clone(), &self.namespace);
-        let job = match jobs.get_opt(name).await {
+        let job = match self.port.get_job(name).await {
             Ok(Some(job)) => job,
             Ok(None) => return Outcome::Noop,
             Err(e) => return Outcome::Failed(e.into()),
@@ -29,10 +27,9 @@ impl Interpreter {
         if let Err(why) = job_may_end(&job, uid, resource_version) {
             return Outcome::Dropped(why);
         }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let selector = format!("batch.kubernetes.io/controller-uid={uid}");
-        let observed = match pods.list(&ListParams::default().labels(&selector)).await {
-            Ok(list) => max_interrupt_restarts(&list.items),
+        let observed = match self.port.list_pods(&self.namespace, &selector).await {
+            Ok(pods) => max_interrupt_restarts(&pods),
             Err(e) => return Outcome::Failed(e.into()),
         };
         if observed < restarts {
@@ -41,15 +38,10 @@ impl Interpreter {
             ));
         }
         let body = end_interrupt_patch(uid, job.metadata.resource_version.as_deref(), restarts);
-        match jobs
-            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(_) => Outcome::Applied,
-            Err(e) if is_not_found(&e) => Outcome::Noop,
-            Err(e) if is_conflict(&e) || is_uid_mismatch(&e) => {
-                Outcome::Dropped(format!("job changed: {e}"))
-            }
+        match self.port.patch_job(name, &body).await {
+            Ok(()) => Outcome::Applied,
+            Err(e) if e.is_not_found() => Outcome::Noop,
+            Err(e) if e.is_uid_mismatch() => Outcome::Dropped(format!("job changed: {e}")),
             Err(e) => Outcome::Failed(e.into()),
         }
     }

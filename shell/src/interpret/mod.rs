@@ -7,12 +7,14 @@
 
 mod events;
 mod interrupt;
+pub mod kube_port;
 mod node;
 mod nodewright;
 mod objects;
+pub mod port;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -24,6 +26,8 @@ use nodewright_core::{Context, Effect, Plan, Snapshot};
 use tracing::{Instrument, debug, info_span, warn};
 
 pub use events::EventRecorder;
+pub use kube_port::KubePort;
+pub use port::{ApiError, ApiResult, ClusterPort, Eviction};
 
 use crate::error::ShellError;
 
@@ -57,12 +61,13 @@ impl Outcome {
         }
     }
 
-    fn happened(&self) -> bool {
+    /// True for Applied and Noop.
+    pub fn happened(&self) -> bool {
         matches!(self, Outcome::Applied | Outcome::Noop)
     }
 
     /// How the skip rule sees this outcome.
-    fn ended(&self) -> Ended {
+    pub fn ended(&self) -> Ended {
         match self {
             _ if self.happened() => Ended::Happened,
             Outcome::Waiting(_) => Ended::Waiting,
@@ -109,39 +114,66 @@ impl Report {
     }
 }
 
-/// Applies effects to the apiserver.
+/// Applies effects through a [`ClusterPort`]: the apiserver ([`KubePort`]) in the operator, the
+/// in-memory apiserver in the simulator.
 #[derive(Clone)]
-pub struct Interpreter {
-    pub(crate) client: Client,
+pub struct Interpreter<P = KubePort> {
+    pub(crate) port: P,
     pub(crate) namespace: String,
     pub(crate) events: EventRecorder,
-    pub(crate) node_cache: Option<Store<Node>>,
     pub(crate) conflict_attempts: u32,
     pub(crate) retry_backoff: Duration,
     /// Per NodeWright, the resourceVersion our own finalizer write turned the snapshot's version
     /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
     /// `from` may expect `to` (§13.7, status precondition).
-    pub(crate) finalizer_chain: Arc<std::sync::Mutex<FinalizerChain>>,
+    pub(crate) finalizer_chain: Arc<Mutex<FinalizerChain>>,
 }
 
-impl Interpreter {
+impl Interpreter<KubePort> {
     /// An interpreter writing Jobs, pods and ConfigMaps into `namespace`.
     pub fn new(client: Client, namespace: &str, events: EventRecorder) -> Self {
+        Interpreter::with_port(KubePort::new(client, namespace), namespace, events)
+    }
+
+    /// Lets the first read of a node write come from the reflector cache (§13.1 step 4).
+    pub fn with_node_cache(mut self, store: Store<Node>) -> Self {
+        self.port = self.port.with_node_cache(store);
+        self
+    }
+}
+
+impl<P: ClusterPort> Interpreter<P> {
+    /// An interpreter over `port`, for the operator namespace `namespace`.
+    pub fn with_port(port: P, namespace: &str, events: EventRecorder) -> Self {
         Interpreter {
-            client,
+            port,
             namespace: namespace.to_string(),
             events,
-            node_cache: None,
             conflict_attempts: 5,
             retry_backoff: Duration::from_millis(20),
             finalizer_chain: Default::default(),
         }
     }
 
-    /// Lets the first read of a node write come from the reflector cache (§13.1 step 4).
-    pub fn with_node_cache(mut self, store: Store<Node>) -> Self {
-        self.node_cache = Some(store);
+    /// Shares the finalizer chain (kept between passes) with an earlier interpreter.
+    pub fn with_finalizer_chain(mut self, chain: Arc<Mutex<FinalizerChain>>) -> Self {
+        self.finalizer_chain = chain;
         self
+    }
+
+    /// The finalizer chain, to hand to the next interpreter over a new port.
+    pub fn finalizer_chain(&self) -> Arc<Mutex<FinalizerChain>> {
+        self.finalizer_chain.clone()
+    }
+
+    /// The port.
+    pub fn port(&self) -> &P {
+        &self.port
+    }
+
+    /// Gives the port back.
+    pub fn into_port(self) -> P {
+        self.port
     }
 
     /// Applies every effect of `plan`; `snapshot` is what the plan was computed from.
@@ -151,9 +183,15 @@ impl Interpreter {
     /// ConfigMaps) is a barrier applied alone, after everything before it. An Event belongs to
     /// the effect it follows. Outcomes are reported in plan order.
     pub async fn apply(&self, snapshot: &Snapshot, plan: &Plan) -> Report {
-        let units = units(&plan.effects);
+        self.apply_effects(snapshot, &plan.effects).await
+    }
+
+    /// [`Interpreter::apply`] of a list of effects (a whole plan, or the part of one that a
+    /// simulated crash lets through).
+    pub async fn apply_effects(&self, snapshot: &Snapshot, effects: &[Effect]) -> Report {
+        let units = units(effects);
         let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
-            plan.effects.iter().map(|_| None).collect();
+            effects.iter().map(|_| None).collect();
         let mut scope = SkipScope::default();
         let mut at = 0;
         while at < units.len() {
@@ -163,7 +201,7 @@ impl Interpreter {
                 .map_or(units.len(), |p| at + p);
             if end == at {
                 let done = self
-                    .run_sequence(snapshot, plan, &units[at].indices, &mut scope)
+                    .run_sequence(snapshot, effects, &units[at].indices, &mut scope)
                     .await;
                 place(&mut outcomes, done);
                 at += 1;
@@ -179,7 +217,7 @@ impl Interpreter {
                     let mut local = scope.fork(node);
                     async move {
                         let done = self
-                            .run_sequence(snapshot, plan, &indices, &mut local)
+                            .run_sequence(snapshot, effects, &indices, &mut local)
                             .await;
                         (local, done)
                     }
@@ -202,13 +240,13 @@ impl Interpreter {
     async fn run_sequence(
         &self,
         snapshot: &Snapshot,
-        plan: &Plan,
+        effects: &[Effect],
         indices: &[usize],
         scope: &mut SkipScope,
     ) -> Vec<Done> {
         let mut done = Vec::with_capacity(indices.len());
         for &i in indices {
-            let effect = &plan.effects[i];
+            let effect = &effects[i];
             let kind = effect.kind();
             let outcome = if scope.blocks(effect) {
                 Outcome::Skipped
@@ -226,9 +264,9 @@ impl Interpreter {
     /// Applies one effect with its precondition.
     pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
         match effect {
-            Effect::CreateJob { job, .. } => {
-                self.create_job(job, effect.fresh_read_precondition()).await
-            }
+            Effect::CreateJob {
+                job, precondition, ..
+            } => self.create_job(job, precondition.as_ref()).await,
             Effect::DeleteJob {
                 name,
                 uid,
@@ -289,8 +327,14 @@ impl Interpreter {
                 grace_period_seconds,
                 ..
             } => {
-                self.evict(namespace, name, uid, *delete_instead, *grace_period_seconds)
-                    .await
+                self.evict(Eviction {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    uid: uid.clone(),
+                    delete_instead: *delete_instead,
+                    grace: *grace_period_seconds,
+                })
+                .await
             }
             Effect::PatchStatus { nodewright, status } => {
                 self.patch_status(snapshot, nodewright, status).await
@@ -311,7 +355,7 @@ impl Interpreter {
             Effect::DeleteConfigMap { name, uid, reason } => {
                 self.delete_config_map(name, uid, *reason).await
             }
-            Effect::Event(spec) => self.events.emit(spec).await,
+            Effect::Event(spec) => self.emit(spec).await,
         }
     }
 }
@@ -320,9 +364,7 @@ impl Interpreter {
 /// replica is no longer the leader and the next leader re-decides.
 fn fenced_to_dropped(outcome: Outcome) -> Outcome {
     match outcome {
-        Outcome::Failed(ShellError::Kube(e)) if crate::client::is_fenced(&e) => {
-            Outcome::Dropped(e.to_string())
-        }
+        Outcome::Failed(ShellError::Api(ApiError::Fenced(why))) => Outcome::Dropped(why),
         other => other,
     }
 }

@@ -4,23 +4,24 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::reflector::ObjectRef;
 use nodewright_core::NodePatch;
 use nodewright_core::effect::{NodePatchRefusal, resolve_node_patch};
 use serde_json::{Map, Value, json};
 
+use super::port::ClusterPort;
 use super::{Interpreter, Outcome};
-use crate::error::{ShellError, is_conflict, is_not_found};
+use crate::error::ShellError;
 
-impl Interpreter {
+impl<P: ClusterPort> Interpreter<P> {
     pub(super) async fn patch_node(&self, patch: &NodePatch) -> Outcome {
-        let api: Api<Node> = Api::all(self.client.clone());
         for attempt in 0..self.conflict_attempts {
             if attempt > 0 {
-                tokio::time::sleep(self.retry_backoff * 2u32.pow(attempt - 1)).await;
+                self.port
+                    .pause(self.retry_backoff * 2u32.pow(attempt - 1))
+                    .await;
             }
-            let fresh = match self.read_node(&api, &patch.node, attempt == 0).await {
+            // The first read may come from the cache; retries always ask the apiserver.
+            let fresh = match self.port.get_node(&patch.node, attempt == 0).await {
                 Ok(Some(node)) => node,
                 Ok(None) => return Outcome::Noop,
                 Err(e) => return Outcome::Failed(e.into()),
@@ -33,35 +34,16 @@ impl Interpreter {
                     return Outcome::Failed(ShellError::Malformed(why));
                 }
             };
-            match api
-                .patch(&patch.node, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-            {
-                Ok(_) => return Outcome::Applied,
-                Err(e) if is_not_found(&e) => return Outcome::Noop,
-                Err(e) if is_conflict(&e) => {
+            match self.port.patch_node(&patch.node, &body).await {
+                Ok(()) => return Outcome::Applied,
+                Err(e) if e.is_not_found() => return Outcome::Noop,
+                Err(e) if e.is_conflict() => {
                     tracing::debug!(node = %patch.node, attempt, "node write conflict, re-reading");
                 }
                 Err(e) => return Outcome::Failed(e.into()),
             }
         }
         Outcome::Failed(ShellError::ConflictRetriesExhausted(self.conflict_attempts))
-    }
-
-    /// Reads a node: the first attempt may use the cache, retries always ask the apiserver.
-    async fn read_node(
-        &self,
-        api: &Api<Node>,
-        name: &str,
-        may_use_cache: bool,
-    ) -> Result<Option<Node>, kube::Error> {
-        if may_use_cache
-            && let Some(store) = &self.node_cache
-            && let Some(node) = store.get(&ObjectRef::new(name))
-        {
-            return Ok(Some((*node).clone()));
-        }
-        api.get_opt(name).await
     }
 
     pub(super) async fn patch_node_conditions(
@@ -73,14 +55,10 @@ impl Interpreter {
         if set.is_empty() && remove.is_empty() {
             return Outcome::Noop;
         }
-        let api: Api<Node> = Api::all(self.client.clone());
         let body = conditions_patch(set, remove);
-        match api
-            .patch_status(node, &PatchParams::default(), &Patch::Strategic(&body))
-            .await
-        {
-            Ok(_) => Outcome::Applied,
-            Err(e) if is_not_found(&e) => Outcome::Noop,
+        match self.port.patch_node_status(node, &body).await {
+            Ok(()) => Outcome::Applied,
+            Err(e) if e.is_not_found() => Outcome::Noop,
             Err(e) => Outcome::Failed(e.into()),
         }
     }

@@ -1,15 +1,15 @@
 //! NodeWright writes: the status subresource and the finalizer (02-lifecycle.md §13.7).
 
-use kube::api::{Api, Patch, PatchParams};
 use nodewright_core::Snapshot;
 use nodewright_crds::{NodeWright, NodeWrightStatus, keys};
 use serde_json::{Value, json};
 
+use super::port::ClusterPort;
 use super::{Interpreter, Outcome};
-use crate::error::{ShellError, is_conflict, is_not_found};
+use crate::error::ShellError;
 use crate::merge;
 
-impl Interpreter {
+impl<P: ClusterPort> Interpreter<P> {
     pub(super) async fn patch_status(
         &self,
         snapshot: &Snapshot,
@@ -32,14 +32,10 @@ impl Interpreter {
         if let Some(rv) = &expected {
             body["metadata"] = json!({ "resourceVersion": rv });
         }
-        let api: Api<NodeWright> = Api::all(self.client.clone());
-        match api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-        {
-            Ok(_) => Outcome::Applied,
-            Err(e) if is_not_found(&e) => Outcome::Noop,
-            Err(e) if is_conflict(&e) => Outcome::Dropped(format!(
+        match self.port.patch_nodewright_status(name, &body).await {
+            Ok(()) => Outcome::Applied,
+            Err(e) if e.is_not_found() => Outcome::Noop,
+            Err(e) if e.is_conflict() => Outcome::Dropped(format!(
                 "NodeWright {name} changed since the snapshot (resourceVersion {}); the next pass recomputes its status",
                 expected.unwrap_or_default()
             )),
@@ -61,7 +57,6 @@ impl Interpreter {
         uid: &str,
         present: bool,
     ) -> Outcome {
-        let api: Api<NodeWright> = Api::all(self.client.clone());
         let mut seen = snapshot
             .nodewrights
             .iter()
@@ -69,7 +64,7 @@ impl Interpreter {
             .cloned();
         for attempt in 0..self.conflict_attempts {
             if seen.is_none() || attempt > 0 {
-                seen = match api.get_opt(name).await {
+                seen = match self.port.get_nodewright(name).await {
                     Ok(nw) => nw,
                     Err(e) => return Outcome::Failed(e.into()),
                 };
@@ -83,10 +78,7 @@ impl Interpreter {
             let Some(body) = finalizer_patch(nw, present) else {
                 return Outcome::Noop;
             };
-            match api
-                .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-                .await
-            {
+            match self.port.patch_nodewright(name, &body).await {
                 Ok(written) => {
                     // Only a first-attempt write starts from the snapshot's version.
                     let from = (attempt == 0)
@@ -96,8 +88,8 @@ impl Interpreter {
                         .record(name, from, written.metadata.resource_version);
                     return Outcome::Applied;
                 }
-                Err(e) if is_not_found(&e) => return Outcome::Noop,
-                Err(e) if is_conflict(&e) => continue,
+                Err(e) if e.is_not_found() => return Outcome::Noop,
+                Err(e) if e.is_conflict() => continue,
                 Err(e) => return Outcome::Failed(e.into()),
             }
         }

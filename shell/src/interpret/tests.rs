@@ -7,6 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
 use kube::Client;
 use kube::client::Body;
+use nodewright_core::effect::FreshReadPrecondition;
 use nodewright_core::{
     Context, DeletionReason, Effect, EntryChange, EventSpec, NodePatch, ObjectRef, Plan, Snapshot,
 };
@@ -75,7 +76,7 @@ fn fake(script: Vec<Expect>) -> (Client, JoinHandle<Vec<Seen>>) {
 }
 
 fn interpreter(client: Client) -> Interpreter {
-    let events = EventRecorder::new(client.clone(), "test-pod");
+    let events = EventRecorder::new("test-pod");
     let mut i = Interpreter::new(client, "nodewright", events);
     i.retry_backoff = std::time::Duration::from_millis(1);
     i
@@ -163,6 +164,7 @@ async fn create_job_applied() {
         Effect::CreateJob {
             job: Box::new(job("j1")),
             context: ctx("n1"),
+            precondition: None,
         },
     )
     .await;
@@ -184,6 +186,7 @@ async fn create_job_already_exists_is_dropped() {
         Effect::CreateJob {
             job: Box::new(job("j1")),
             context: ctx("n1"),
+            precondition: None,
         },
     )
     .await;
@@ -213,6 +216,7 @@ async fn b6_interrupt_create_dropped_when_fresh_read_shows_unfinished_job() {
         Effect::CreateJob {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
+            precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
         },
     )
     .await;
@@ -245,6 +249,7 @@ async fn b6_interrupt_create_applied_when_other_jobs_finished() {
         Effect::CreateJob {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
+            precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
         },
     )
     .await;
@@ -1382,10 +1387,12 @@ async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
             Effect::CreateJob {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
+                precondition: None,
             },
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
+                precondition: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1549,11 +1556,13 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
             Effect::CreateJob {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
+                precondition: None,
             },
             event("Apply"),
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
+                precondition: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1565,6 +1574,7 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
             Effect::CreateJob {
                 job: Box::new(job("j3")),
                 context: ctx("n1"),
+                precondition: None,
             },
         ],
         ..Plan::default()

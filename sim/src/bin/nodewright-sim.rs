@@ -34,6 +34,13 @@ enum Command {
         /// Print each scenario's timeline.
         #[arg(long)]
         timeline: bool,
+        /// Run with this seed instead of the scenario's (fault randomness, `world.jitter`).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Run each scenario over this many seeds (from `--seed`, else the scenario's) and
+        /// list the failing ones.
+        #[arg(long)]
+        seeds: Option<u64>,
     },
     /// Replay JSONL traces: rebuild snapshots, re-run the core, report differing effects.
     Replay {
@@ -82,9 +89,17 @@ fn run() -> Result<bool> {
     match Cli::parse().command {
         Command::Run {
             scenarios,
+            seed,
+            seeds: Some(count),
+            ..
+        } => sweep_scenarios(&scenarios, seed, count),
+        Command::Run {
+            scenarios,
             out,
             timeline,
-        } => run_scenarios(&scenarios, out.as_deref(), timeline),
+            seed,
+            seeds: None,
+        } => run_scenarios(&scenarios, out.as_deref(), timeline, seed),
         Command::Replay {
             traces,
             show,
@@ -138,15 +153,51 @@ fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-fn run_scenarios(paths: &[PathBuf], out: Option<&Path>, print_timeline: bool) -> Result<bool> {
+fn load(file: &Path) -> Result<Scenario> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("read {}", file.display()))?;
+    Scenario::from_yaml(&text)
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("parse {}", file.display()))
+}
+
+/// Runs every scenario over `count` seeds; prints the failing seeds and the first failure.
+fn sweep_scenarios(paths: &[PathBuf], seed: Option<u64>, count: u64) -> Result<bool> {
+    let mut clean = true;
+    for file in collect(paths)? {
+        let scenario = load(&file)?;
+        let first = seed.unwrap_or(scenario.seed);
+        let sweep = scenario
+            .sweep(real_core, first, count)
+            .map_err(anyhow::Error::msg)?;
+        let bad: Vec<u64> = sweep.failing.iter().map(|(s, _)| *s).collect();
+        println!(
+            "{:<34} seeds {first}..{}: {} failing {bad:?}",
+            scenario.name,
+            first + count,
+            bad.len()
+        );
+        if let Some((s, r)) = sweep.failing.first() {
+            println!("  first failing seed {s} (run it alone with --seed {s}):");
+            print_result(r);
+        }
+        clean &= bad.is_empty() || scenario.pending.is_some();
+    }
+    Ok(clean)
+}
+
+fn run_scenarios(
+    paths: &[PathBuf],
+    out: Option<&Path>,
+    print_timeline: bool,
+    seed: Option<u64>,
+) -> Result<bool> {
     let files = collect(paths)?;
     let (mut passed, mut failed, mut pending, mut unpend) = (0, 0, 0, Vec::new());
     for file in files {
-        let text =
-            std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
-        let scenario = Scenario::from_yaml(&text)
-            .map_err(anyhow::Error::msg)
-            .with_context(|| format!("parse {}", file.display()))?;
+        let mut scenario = load(&file)?;
+        if let Some(seed) = seed {
+            scenario.seed = seed;
+        }
         let result = scenario
             .run(real_core(), out.is_some())
             .map_err(anyhow::Error::msg)?;

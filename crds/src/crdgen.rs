@@ -128,7 +128,8 @@ fn mark_env_refs_atomic(schema: &mut Value) {
 /// `True`/`False`/`Unknown`, `observedGeneration` not negative. (`message` length and the
 /// `type`/`reason` patterns are not restored; docs/compatibility.md says why.)
 fn limit_conditions(schema: &mut Value) {
-    let Some(props) = schema.pointer_mut("/properties/status/properties/conditions/items/properties")
+    let Some(props) =
+        schema.pointer_mut("/properties/status/properties/conditions/items/properties")
     else {
         return;
     };

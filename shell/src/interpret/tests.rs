@@ -1165,13 +1165,17 @@ async fn b5_add_finalizer_with_rv_lock_and_conflict_reread() {
     let out = interpreter(client).apply_one(&snapshot, &effect).await;
     assert!(matches!(out, Outcome::Applied), "{out:?}");
     let seen = task.await.unwrap();
+    // M2: the operator version rides along with the finalizer.
+    let version = json!({ keys::VERSION: keys::OPERATOR_VERSION });
     assert_eq!(
         seen[0].body["metadata"],
-        json!({"finalizers": ["other", keys::FINALIZER], "resourceVersion": "1"})
+        json!({"finalizers": ["other", keys::FINALIZER], "resourceVersion": "1",
+            "annotations": version})
     );
     assert_eq!(
         seen[2].body["metadata"],
-        json!({"finalizers": ["other", "third", keys::FINALIZER], "resourceVersion": "2"})
+        json!({"finalizers": ["other", "third", keys::FINALIZER], "resourceVersion": "2",
+            "annotations": version})
     );
 }
 

@@ -490,7 +490,10 @@ async fn scenario(case: &Case) -> Result<()> {
         );
     }
     // The user guide's last step: the legacy CRDs go (no Skyhook is left to lose).
-    let crds = ["skyhooks.skyhook.nvidia.com", "deploymentpolicies.skyhook.nvidia.com"];
+    let crds = [
+        "skyhooks.skyhook.nvidia.com",
+        "deploymentpolicies.skyhook.nvidia.com",
+    ];
     kubectl(&["delete", "crd", crds[0], crds[1]]).await?;
     eprintln!(
         "[e2e] migrate: Jobs per node: {n0}=0 {n1}={} {n2}={}",

@@ -28,6 +28,9 @@ use tokio::task::JoinHandle;
 use tracing::warn;
 
 pub mod decode;
+mod slim;
+
+pub use slim::strip_job;
 
 pub use decode::{Undecodable, Undecodables};
 
@@ -102,7 +105,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::namespaced(client.clone(), namespace),
         labelled,
         trigger,
-        strip_meta,
+        slim::strip_job,
         always,
     );
     let ns = namespace.to_string();

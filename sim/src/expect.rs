@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::facts::{self, JobFacts, job_facts};
 
+mod events;
 mod history;
 mod meta;
 mod status;
@@ -15,6 +16,7 @@ mod status;
 use crate::objects::Objects;
 use crate::time::{Dur, SimTime, show};
 use crate::world::{is_terminal, job_condition};
+pub use events::EventExpect;
 pub use history::{History, HistoryExpect};
 pub use meta::{NodeMetaExpect, TaintExpect};
 pub use status::ConditionExpect;
@@ -64,6 +66,9 @@ pub struct Expect {
     /// Counts over the whole run so far (Job creations, names, attempts).
     #[serde(default)]
     pub history: Vec<HistoryExpect>,
+    /// Events the operator emitted over the run so far.
+    #[serde(default)]
+    pub events: Vec<EventExpect>,
     /// The final expectations must be met by this time.
     #[serde(default)]
     pub within: Option<Dur>,
@@ -353,6 +358,9 @@ impl Expect {
         self.check(objects, report);
         for h in &self.history {
             h.check(history, report);
+        }
+        for e in &self.events {
+            e.check(&history.events, report);
         }
     }
 

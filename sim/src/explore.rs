@@ -315,6 +315,7 @@ fn random_faults(rng: &mut Rng) -> Faults {
         crash: if rng.chance(0.3) { 0.05 } else { 0.0 },
         restart_after: Dur(rng.range(1, 10) * 1000),
         deny_job_deletes: false,
+        crash_before: None,
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod actions;
 pub mod admission;
+pub mod crash_points;
 pub mod cycles;
 pub mod expect;
 pub mod explore;

@@ -65,6 +65,10 @@ pub struct Faults {
     /// Job deletions are refused (as by a denying admission webhook).
     #[serde(default)]
     pub deny_job_deletes: bool,
+    /// Crash right before the first write of each Job's `nodewright.nvidia.com/<marker>`
+    /// annotation (`state-recorded`), once per Job; restart after `restartAfter`.
+    #[serde(default)]
+    pub crash_before: Option<String>,
 }
 
 /// The simulated operator.
@@ -91,6 +95,8 @@ pub struct Operator {
     pub check_determinism: bool,
     /// Crash during the next pass after this many effects.
     pub crash_next_pass: Option<(usize, SimTime, bool)>,
+    /// Jobs whose marker write a `crashBefore` fault already crashed before.
+    marker_crashes: crate::crash_points::MarkerCrashes,
     /// Events emitted.
     pub events: Vec<nodewright_core::EventSpec>,
     cursor: usize,
@@ -123,6 +129,7 @@ impl Operator {
             trace: None,
             check_determinism: true,
             crash_next_pass: None,
+            marker_crashes: Default::default(),
             events: Vec::new(),
             cursor: 0,
             dropped_since_relist: false,
@@ -297,6 +304,10 @@ impl Operator {
             trace.push(Record::pass(at, self.passes, &plan));
         }
         let mut crash_at = self.crash_next_pass.take();
+        if let (None, Some(marker)) = (crash_at, self.faults.crash_before.as_deref()) {
+            let down = self.faults.restart_after.0.max(1_000);
+            crash_at = (self.marker_crashes.next(marker, &plan.effects)).map(|k| (k, down, false));
+        }
         if crash_at.is_none() && self.rng.chance(self.faults.crash) {
             let k = self.rng.below(plan.effects.len() as u64 + 1) as usize;
             crash_at = Some((k, self.faults.restart_after.0.max(1_000), false));

@@ -375,6 +375,7 @@ impl Scenario {
             let at = sim.now;
             let more = sim.step();
             history.observe(&sim.world.store.objects);
+            history.observe_events(&sim.operator.events);
             self.always.check(&sim.world.store.objects, at, &mut report);
             if sim.actions_done()
                 && next_checkpoint >= checkpoints.len()

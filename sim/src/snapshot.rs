@@ -4,7 +4,7 @@
 
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
-use nodewright_shell::cache::{assemble, strip_any_pod, strip_meta, strip_node};
+use nodewright_shell::cache::{assemble, strip_any_pod, strip_job, strip_meta, strip_node};
 
 use crate::objects::Objects;
 
@@ -45,7 +45,11 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
                         .as_ref()
                         .is_some_and(|l| l.contains_key(keys::LABEL_NAME))
             })
-            .map(stripped!())
+            .map(|j| {
+                let mut j = j.clone();
+                strip_job(&mut j);
+                j
+            })
             .collect(),
         pod_disruption_budgets: objects.pdbs.values().map(stripped!()).collect(),
         cluster: ClusterInfo {

@@ -139,3 +139,27 @@ fn yaml_errors_name_line_and_column() {
     let e = Scenario::from_yaml(unknown).expect_err("unknown field");
     assert!(e.contains("nodez") && e.contains("line 4"), "{e}");
 }
+
+#[test]
+fn events_are_counted_and_can_fail() {
+    let mut s = load("flow-reboot-reset-killed-job");
+    assert_eq!(s.expect.events[0].count, Some(1));
+    s.expect.events[0].count = Some(2);
+    fails_with(&run(s.clone(), "6m"), "1 Events match");
+    s.expect.events[0].count = None;
+    s.expect.events[0].reason = Some("NoSuchReason".into());
+    fails_with(&run(s, "6m"), "0 Events match");
+}
+
+#[test]
+fn crash_before_marker_crashes_once_per_job() {
+    let with = load("fault-crash-before-markers");
+    assert_eq!(with.faults.crash_before.as_deref(), Some("state-recorded"));
+    let mut without = with.clone();
+    without.faults.crash_before = None;
+    let (a, b) = (run(with, "10m"), run(without, "10m"));
+    assert!(a.passed && b.passed, "{:?} {:?}", a.failures, b.failures);
+    // Eight marker writes, each preceded by a crash with 2 s downtime.
+    let (ta, tb) = (a.met_at.unwrap_or_default(), b.met_at.unwrap_or_default());
+    assert!(ta >= tb + 8_000, "crashes cost downtime: {ta} vs {tb}");
+}

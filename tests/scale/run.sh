@@ -156,32 +156,33 @@ kcm_qps=$(tr '\0' ' ' < "/proc/$(pid_of kube-controller-manager)/cmdline" | grep
 kcm_qps=${kcm_qps:-20}
 
 # --- NODES kwok nodes, created in bulk (4 parallel kubectl creates) ----------------------------
-node_doc() { # index
-  local b; b=$(cat /proc/sys/kernel/random/uuid)
-  cat <<EOF
----
-apiVersion: v1
-kind: Node
-metadata:
-  name: scale-node-$1
-  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: "0"}
-  labels: {kubernetes.io/hostname: scale-node-$1, kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, nodewright.test/fake: "true", nodewright.test/scale: "true"}
-status:
-  nodeInfo: {bootID: $b, machineID: ${b//-/}, systemUUID: $b, architecture: amd64, operatingSystem: linux, osImage: kwok fake node}
-  phase: Running
-  capacity: {cpu: "32", memory: 256Gi, pods: "110"}
-  allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
-  conditions:
-  - {type: Ready, status: "True", reason: KubeletReady, message: kwok, lastHeartbeatTime: "$NOW", lastTransitionTime: "$NOW"}
-EOF
-}
-NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 t0=$(date +%s.%N)
 mkdir -p "$OUT/nodes"
-have=$(kc get nodes -l nodewright.test/scale=true -o name | sed 's#^node/##' | sort)
-for ((i = 0; i < NODES; i++)); do
-  grep -qx "scale-node-$i" <<< "$have" || node_doc "$i" >> "$OUT/nodes/part-$((i % 4)).yaml"
-done
+# One awk writes every missing node's document (random boot ids): fast enough for 10,000 nodes.
+kc get nodes -l nodewright.test/scale=true -o name | sed 's#^node/##' > "$OUT/nodes/have.txt"
+awk -v n="$NODES" -v now="$(date -u +%Y-%m-%dT%H:%M:%SZ)" -v dir="$OUT/nodes" -v have="$OUT/nodes/have.txt" '
+  function h(k,   s, j) { s = ""; for (j = 0; j < k; j++) s = s sprintf("%04x", int(rand() * 65536)); return s }
+  BEGIN {
+    srand()
+    split("Ready MemoryPressure DiskPressure PIDPressure NetworkUnavailable", ct, " ")
+    split("True False False False False", cs, " ")
+    split("KubeletReady KubeletHasSufficientMemory KubeletHasNoDiskPressure KubeletHasSufficientPID RouteCreated", cr, " ")
+    while ((getline l < have) > 0) seen[l] = 1
+    for (i = 0; i < n; i++) {
+      name = "scale-node-" i
+      if (name in seen) continue
+      b = h(2) "-" h(1) "-" h(1) "-" h(1) "-" h(3); m = b; gsub("-", "", m)
+      f = dir "/part-" (i % 4) ".yaml"
+      print "---\napiVersion: v1\nkind: Node\nmetadata:\n  name: " name > f
+      print "  annotations: {kwok.x-k8s.io/node: fake, node.alpha.kubernetes.io/ttl: \"0\"}" > f
+      print "  labels: {kubernetes.io/hostname: " name ", kubernetes.io/os: linux, kubernetes.io/arch: amd64, type: kwok, nodewright.test/fake: \"true\", nodewright.test/scale: \"true\"}" > f
+      print "status:\n  nodeInfo: {bootID: " b ", machineID: " m ", systemUUID: " b ", architecture: amd64, operatingSystem: linux, osImage: kwok fake node}" > f
+      print "  phase: Running\n  capacity: {cpu: \"32\", memory: 256Gi, pods: \"110\"}\n  allocatable: {cpu: \"32\", memory: 256Gi, pods: \"110\"}" > f
+      # the conditions the kwok heartbeat writes, so that heartbeats only move timestamps
+      print "  conditions:" > f
+      for (c = 1; c <= 5; c++) print "  - {type: " ct[c] ", status: \"" cs[c] "\", reason: " cr[c] ", message: kwok, lastHeartbeatTime: \"" now "\", lastTransitionTime: \"" now "\"}" > f
+    }
+  }'
 pids=()
 for f in "$OUT"/nodes/part-*.yaml; do [ -f "$f" ] || continue; kc create -f "$f" >/dev/null & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p"; done

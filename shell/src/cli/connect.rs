@@ -238,6 +238,16 @@ impl ConnectFlags {
     /// A client for `purpose`: every request bounded by `--request-timeout` (or the operator's
     /// bounds), watches only by their read timeout.
     pub async fn client(&self, purpose: Purpose) -> Result<Client> {
+        self.build(purpose, None).await
+    }
+
+    /// A client that refuses every write before it leaves the process (`plan`).
+    pub async fn read_only_client(&self, purpose: Purpose) -> Result<Client> {
+        self.build(purpose, Some(crate::leader::Fence::closed()))
+            .await
+    }
+
+    async fn build(&self, purpose: Purpose, fence: Option<crate::leader::Fence>) -> Result<Client> {
         let agent = format!("kubectl-nodewright/{}", env!("CARGO_PKG_VERSION"));
         let mut config = crate::client::configure(self.config().await?, purpose, &agent)?;
         let bound = match purpose {
@@ -252,7 +262,7 @@ impl ConnectFlags {
             }
         }
         let builder = kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&GuardLayer::new(None, bound));
+            .with_layer(&GuardLayer::new(fence, bound));
         Ok(builder.build())
     }
 }

@@ -14,6 +14,10 @@ mod node;
 mod nodes_write;
 mod package;
 mod patterns;
+mod plan;
+mod plan_apply;
+mod plan_reasons;
+mod plan_words;
 mod policy;
 mod reset;
 mod table;
@@ -87,6 +91,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Show what the operator would do on its next pass, per node, and why other nodes wait.
+    Plan(plan::PlanArgs),
     /// Print the plugin version and the operator's version.
     Version(version::VersionArgs),
     /// Pause a NodeWright.
@@ -144,6 +150,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     };
     match command {
         Command::Version(a) => version::run(&g, a).await,
+        Command::Plan(a) => plan::run(&g, a).await,
         Command::Pause(a) => lifecycle::run(&g, lifecycle::Verb::Pause, a).await,
         Command::Resume(a) => lifecycle::run(&g, lifecycle::Verb::Resume, a).await,
         Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,

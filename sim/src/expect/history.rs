@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nodewright_core::EventSpec;
 use serde::{Deserialize, Serialize};
 
 use super::{JobMatch, Report};
@@ -18,6 +19,8 @@ pub struct History {
     jobs: BTreeMap<String, (String, JobFacts)>,
     /// Pod uid → owning Job uid.
     pods: BTreeMap<String, String>,
+    /// Events the operator emitted, in order.
+    pub events: Vec<EventSpec>,
 }
 
 impl History {
@@ -50,6 +53,13 @@ impl History {
                     .entry(uid.clone())
                     .or_insert_with(|| o.uid.clone());
             }
+        }
+    }
+
+    /// Records the Events emitted since the last call (`emitted` only grows).
+    pub fn observe_events(&mut self, emitted: &[EventSpec]) {
+        if let Some(new) = emitted.get(self.events.len()..) {
+            self.events.extend_from_slice(new);
         }
     }
 

@@ -335,7 +335,7 @@ cpu_end=$(cpu_all)
 t_end=$(date +%s.%N)
 kill "$WATCH_PID" 2>/dev/null; WATCH_PID=
 stage_stats=$(python3 tests/scale/stages.py stats "$OUT/stages.tsv" "$t_apply" 2>/dev/null || echo "stages=-")
-python3 tests/scale/audit.py "$LOGS/audit.log" --since "$t_op" --until "$t_end" > "$OUT/audit.tsv" 2>/dev/null || true
+python3 tests/scale/audit.py "$LOGS"/audit*.log --since "$t_op" --until "$t_end" > "$OUT/audit.tsv" 2>/dev/null || true
 # requests of the operator (its user agent) by verb, and of kube-controller-manager in total
 req_verbs=$(awk -F'\t' -v a="$AGENT" '$1 == a && NF == 4 {v[$2] += $4} END {for (k in v) printf "%s=%d,", k, v[k]}' "$OUT/audit.tsv")
 req_total=$(awk -F'\t' -v a="$AGENT" '$1 == a && NF == 2 {print $2}' "$OUT/audit.tsv")

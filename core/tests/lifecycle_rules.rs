@@ -1355,18 +1355,17 @@ fn inv16_18_config_change_deferred_while_installing() {
     );
 }
 
+/// M2 (issue 16): like the Go operator, every node the NodeWright reports a status on carries
+/// `<P>/version_<name>` with the operator version (the NodeWright's own `<P>/version` is written
+/// by the shell with the finalizer).
 #[test]
-fn r4_migration_bookkeeping_is_out_of_scope_and_writes_no_version_keys() {
+fn m2_converged_node_carries_the_operator_version() {
     let mut s = one_pkg();
     converge(&mut s, 20);
     let a = s.nodes[0].metadata.annotations.clone().unwrap();
-    assert!(!a.contains_key(&keys::node_version("demo")));
-    assert!(
-        s.nodewrights[0]
-            .metadata
-            .annotations
-            .as_ref()
-            .is_none_or(|a| !a.contains_key(keys::VERSION))
+    assert_eq!(
+        a.get(&keys::node_version("demo")).map(String::as_str),
+        Some(keys::OPERATOR_VERSION)
     );
 }
 

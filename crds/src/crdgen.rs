@@ -56,6 +56,8 @@ fn post_process(crd: CustomResourceDefinition) -> CustomResourceDefinition {
                 strip_nullable(schema, "");
                 mark_selector_lists_atomic(schema);
                 relax_key_selector_names(schema);
+                mark_env_refs_atomic(schema);
+                limit_conditions(schema);
             }
         }
     }
@@ -91,6 +93,50 @@ fn strip_nullable(schema: &mut Value, path: &str) {
             }
         }
     }
+}
+
+/// Upstream's env `valueFrom` references (`configMapKeyRef`, `secretKeyRef`, `fieldRef`,
+/// `resourceFieldRef`, `fileKeyRef`) are atomic maps, and `fileKeyRef.optional` defaults to
+/// `false`. Neither can reject a stored object: they only steer server-side apply and defaulting.
+fn mark_env_refs_atomic(schema: &mut Value) {
+    match schema {
+        Value::Object(object) => {
+            if let Some(Value::Object(refs)) = object
+                .get_mut("valueFrom")
+                .and_then(|v| v.get_mut("properties"))
+            {
+                for (name, r) in refs.iter_mut() {
+                    if let Some(o) = r.as_object_mut() {
+                        o.insert("x-kubernetes-map-type".into(), "atomic".into());
+                    }
+                    if name == "fileKeyRef"
+                        && let Some(optional) = r.pointer_mut("/properties/optional")
+                    {
+                        optional["default"] = Value::Bool(false);
+                    }
+                }
+            }
+            object.values_mut().for_each(mark_env_refs_atomic);
+        }
+        Value::Array(items) => items.iter_mut().for_each(mark_env_refs_atomic),
+        _ => {}
+    }
+}
+
+/// Upstream's `metav1.Condition` limits that every condition the Go operator stored met and that
+/// ours cannot exceed: `type` at most 316 characters, `reason` at most 1024, `status` one of
+/// `True`/`False`/`Unknown`, `observedGeneration` not negative. (`message` length and the
+/// `type`/`reason` patterns are not restored; docs/compatibility.md says why.)
+fn limit_conditions(schema: &mut Value) {
+    let Some(props) =
+        schema.pointer_mut("/properties/status/properties/conditions/items/properties")
+    else {
+        return;
+    };
+    props["type"]["maxLength"] = 316.into();
+    props["reason"]["maxLength"] = 1024.into();
+    props["status"]["enum"] = serde_json::json!(["True", "False", "Unknown"]);
+    props["observedGeneration"]["minimum"] = 0.into();
 }
 
 /// Upstream marks a label selector's `matchExpressions` and each expression's `values` as atomic

@@ -12,6 +12,9 @@ pub const PAUSE: &str = "nodewright.nvidia.com/pause";
 pub const DISABLE: &str = "nodewright.nvidia.com/disable";
 /// NodeWright annotation: operator version that last migrated the object.
 pub const VERSION: &str = "nodewright.nvidia.com/version";
+/// The version this operator writes into [`VERSION`] and `version_<name>` (M2): the crate
+/// version, without the leading `v` the Go operator's release versions carry.
+pub const OPERATOR_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Node label: `"true"` excludes the node from all NodeWrights.
 pub const IGNORE: &str = "nodewright.nvidia.com/ignore";
 /// Node annotation: a runtime-required cordon (01-api.md §11 item 2).

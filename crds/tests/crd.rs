@@ -512,3 +512,40 @@ fn crd_deployment_policy_schema() {
         );
     }
 }
+
+/// Issue 16: the upstream limits that cannot reject an object the Go operator stored are back:
+/// `metav1.Condition` length and status limits, atomic env `valueFrom` references, and
+/// `fileKeyRef.optional` defaulting to false.
+#[test]
+fn crd_restores_upstream_condition_limits_and_atomic_env_refs() {
+    let s = schema(&crdgen::nodewright_crd());
+    let cond = at(&s, "status.conditions.[]");
+    assert_eq!(cond["properties"]["type"]["maxLength"], json!(316));
+    assert_eq!(cond["properties"]["reason"]["maxLength"], json!(1024));
+    assert_eq!(
+        cond["properties"]["status"]["enum"],
+        json!(["True", "False", "Unknown"])
+    );
+    assert_eq!(
+        cond["properties"]["observedGeneration"]["minimum"].as_f64(),
+        Some(0.0)
+    );
+    let refs = at(&s, "spec.packages.*.env.[].valueFrom");
+    for r in [
+        "configMapKeyRef",
+        "secretKeyRef",
+        "fieldRef",
+        "resourceFieldRef",
+        "fileKeyRef",
+    ] {
+        assert_eq!(
+            refs["properties"][r]["x-kubernetes-map-type"],
+            json!("atomic"),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        refs["properties"]["fileKeyRef"]["properties"]["optional"]["default"],
+        json!(false)
+    );
+}

@@ -82,7 +82,13 @@ phase "kwok nodes ready"
 kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
 for _ in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
 kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
-kc wait --for=condition=Established --timeout=60s crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com >/dev/null
+# Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
+# instead of waiting: retry for up to 60 s.
+for attempt in $(seq 1 12); do
+  kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com >/dev/null 2>&1 && break
+  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com" >&2; exit 1; }
+  sleep 0.5
+done
 phase "namespace and CRDs installed"
 
 # --- 3. operator -------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ mod failures;
 mod lifecycle;
 #[path = "e2e/migrate.rs"]
 mod migrate;
+#[path = "e2e/monitoring.rs"]
+mod monitoring;
 #[path = "e2e/ordering.rs"]
 mod ordering;
 #[path = "e2e/resilience.rs"]

@@ -101,7 +101,7 @@ fn citations(src: &[Source], id: &Regex) -> BTreeMap<String, BTreeSet<String>> {
 /// simulator scenarios `sim/scenarios/aNN-*.yaml`.
 fn named_tests(src: &[Source], root: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let func = Regex::new(r"\bfn ([a-z][a-z0-9_]*)").unwrap();
-    let token = Regex::new(r"^([abdekqt])0*([1-9][0-9]?)$").unwrap();
+    let token = Regex::new(r"^([abdekmqt])0*([1-9][0-9]?)$").unwrap();
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in src
         .iter()
@@ -180,7 +180,7 @@ fn rules_md_is_current() {
     let doc = fs::read_to_string(&path).expect("docs/rules.md exists");
     let (head, rows) = parse(&doc);
     let src = sources(&root);
-    let id = Regex::new(r"\b(?:[ABDEKQT][1-9][0-9]?|R[1-9](?:\.[1-9][a-z]?)?)\b").unwrap();
+    let id = Regex::new(r"\b(?:[ABDEKMQT][1-9][0-9]?|R[1-9](?:\.[1-9][a-z]?)?)\b").unwrap();
     let cited = citations(&src, &id);
     let tests = named_tests(&src, &root);
 

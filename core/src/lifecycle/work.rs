@@ -187,11 +187,13 @@ impl Work {
             .unwrap_or(Status::Unknown)
     }
 
-    /// Sets the node Status for a NodeWright: annotation and label (N0).
+    /// Sets the node Status for a NodeWright: annotation and label (N0), and stamps the node with
+    /// the operator version for that NodeWright (M2; a no-op once it is there).
     pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
         let key = keys::node_status(nw);
         self.set_annotation(node, &key, Some(status.as_str()));
         self.set_label(node, &key, Some(status.as_str()));
+        self.set_annotation(node, &keys::node_version(nw), Some(keys::OPERATOR_VERSION));
     }
 
     /// Sets `spec.unschedulable` (only recorded when it differs from the snapshot).

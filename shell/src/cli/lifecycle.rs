@@ -78,6 +78,11 @@ pub fn version_gate(verb: Verb, nw: &NodeWright) -> Result<Option<String>> {
                 .into(),
         ));
     };
+    // M2: the version this operator writes supports every verb (its numbering is not the Go
+    // operator's, so it is not compared with v0.8.0).
+    if v == keys::OPERATOR_VERSION {
+        return Ok(None);
+    }
     if version::compare(v, "0.8.0") == Some(Ordering::Less) {
         match verb {
             Verb::Pause | Verb::Resume => bail!(
@@ -184,5 +189,13 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("this feature was added in v0.8.0"), "{err}");
+    }
+
+    #[test]
+    fn m2_version_gate_passes_the_version_this_operator_writes() {
+        let ours = nw(Some(keys::OPERATOR_VERSION));
+        for verb in [Verb::Pause, Verb::Resume, Verb::Disable, Verb::Enable] {
+            assert!(matches!(version_gate(verb, &ours), Ok(None)));
+        }
     }
 }

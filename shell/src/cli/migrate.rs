@@ -1,4 +1,4 @@
-//! `kubectl nodewright migrate`: takes a cluster over from the Go operator (`skyhook.nvidia.com`
+//! `kubectl nodewright migrate` (M1): takes a cluster over from the Go operator (`skyhook.nvidia.com`
 //! group, bare executor pods) without re-running work. Dry run by default: it prints every
 //! change; `--apply` writes them. Order of writes: DeploymentPolicies, node keys (legacy
 //! executor pods waited for and their outcomes recorded first), NodeWrights and their status,

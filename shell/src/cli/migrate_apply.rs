@@ -239,7 +239,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn migrate_writes_new_keys_before_removing_legacy_ones() {
+    fn m1_migrate_writes_new_keys_before_removing_legacy_ones() {
         let p = NodePlan {
             node: "n1".into(),
             annotations: vec![Rename {

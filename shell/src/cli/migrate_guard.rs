@@ -149,7 +149,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 
     #[test]
-    fn migrate_refuses_a_scaled_up_go_deployment() {
+    fn m1_migrate_refuses_a_scaled_up_go_deployment() {
         let mut d = Deployment {
             spec: DeploymentSpec {
                 replicas: Some(0),
@@ -169,7 +169,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_refuses_a_live_go_leader_lease() {
+    fn m1_migrate_refuses_a_live_go_leader_lease() {
         let now = jiff::Timestamp::from_second(1_000).expect("ts");
         let lease = |holder: &str, renewed: i64| Lease {
             spec: Some(LeaseSpec {

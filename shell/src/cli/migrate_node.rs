@@ -295,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_renames_every_go_operator_key() {
+    fn m1_migrate_renames_every_go_operator_key() {
         assert_eq!(
             renamed_key("skyhook.nvidia.com/nodeState_demo").as_deref(),
             Some("nodewright.nvidia.com/nodeState_demo")
@@ -319,7 +319,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_node_plan_renames_and_adopts() {
+    fn m1_migrate_node_plan_renames_and_adopts() {
         let n = node(
             &[
                 ("skyhook.nvidia.com/nodeState_demo", "{}"),
@@ -358,7 +358,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_keeps_an_existing_new_key() {
+    fn m1_migrate_keeps_an_existing_new_key() {
         let n = node(
             &[
                 ("skyhook.nvidia.com/status_demo", "in_progress"),
@@ -372,7 +372,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_second_run_changes_nothing() {
+    fn m1_migrate_second_run_changes_nothing() {
         let mut n = node(&[("nodewright.nvidia.com/status_demo", "complete")], &[]);
         n.spec = None;
         n.status = None;

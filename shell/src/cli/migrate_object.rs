@@ -246,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_skyhook_keeps_spec_status_and_pause() {
+    fn m1_migrate_skyhook_keeps_spec_status_and_pause() {
         let sky = legacy(
             "Skyhook",
             json!({
@@ -276,7 +276,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_reports_what_cannot_be_expressed() {
+    fn m1_migrate_reports_what_cannot_be_expressed() {
         let sky = legacy(
             "Skyhook",
             json!({"spec": {
@@ -303,7 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_policy_and_second_run_detection() {
+    fn m1_migrate_policy_and_second_run_detection() {
         let dp = legacy(
             "DeploymentPolicy",
             json!({"spec": {"default": {"budget": {"percent": 50}}}}),

@@ -321,7 +321,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_judges_legacy_pods_like_the_go_operator() {
+    fn m1_migrate_judges_legacy_pods_like_the_go_operator() {
         let p = |init| classify(&pod("apply", init)).map(|p| p.outcome);
         assert_eq!(
             p(vec![
@@ -362,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_adopts_a_finished_legacy_stage_once() {
+    fn m1_migrate_adopts_a_finished_legacy_stage_once() {
         let p = classify(&pod(
             "apply",
             vec![status("a-init", done(0), 0), status("a-apply", done(0), 0)],
@@ -378,7 +378,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_adopts_a_failed_legacy_stage_as_erroring() {
+    fn m1_migrate_adopts_a_failed_legacy_stage_as_erroring() {
         let p = classify(&pod("config", vec![status("a-config", done(1), 3)])).expect("pod");
         let mut d = doc(Stage::Config, State::InProgress);
         adopt(&mut d, &p, &nw());
@@ -387,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn migrate_does_not_adopt_a_pod_being_deleted() {
+    fn m1_migrate_does_not_adopt_a_pod_being_deleted() {
         let mut raw = pod("apply", vec![status("a-apply", done(0), 0)]);
         raw.metadata.deletion_timestamp = Some(
             k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),

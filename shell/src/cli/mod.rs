@@ -20,6 +20,7 @@ mod plan_reasons;
 mod plan_words;
 mod policy;
 mod reset;
+mod status;
 mod table;
 mod version;
 
@@ -93,6 +94,8 @@ pub struct Cli {
 enum Command {
     /// Show what the operator would do on its next pass, per node, and why other nodes wait.
     Plan(plan::PlanArgs),
+    /// Rollout progress per NodeWright and compartment; `--watch` redraws on change.
+    Status(status::StatusArgs),
     /// Print the plugin version and the operator's version.
     Version(version::VersionArgs),
     /// Pause a NodeWright.
@@ -151,6 +154,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match command {
         Command::Version(a) => version::run(&g, a).await,
         Command::Plan(a) => plan::run(&g, a).await,
+        Command::Status(a) => status::run(&g, a).await,
         Command::Pause(a) => lifecycle::run(&g, lifecycle::Verb::Pause, a).await,
         Command::Resume(a) => lifecycle::run(&g, lifecycle::Verb::Resume, a).await,
         Command::Disable(a) => lifecycle::run(&g, lifecycle::Verb::Disable, a).await,

@@ -128,8 +128,18 @@ pub(crate) fn finalizer_patch(nw: &NodeWright, present: bool) -> Option<Value> {
             .filter(|f| f != keys::FINALIZER)
             .collect()
     };
-    Some(json!({"metadata": {
+    let mut patch = json!({"metadata": {
         "finalizers": next,
         "resourceVersion": nw.metadata.resource_version.clone().unwrap_or_default(),
-    }}))
+    }});
+    // M2: taking a NodeWright over stamps it with the operator version, as the Go operator does.
+    let version = nw
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(keys::VERSION));
+    if present && version.map(String::as_str) != Some(keys::OPERATOR_VERSION) {
+        patch["metadata"]["annotations"] = json!({ keys::VERSION: keys::OPERATOR_VERSION });
+    }
+    Some(patch)
 }

@@ -1165,13 +1165,17 @@ async fn b5_add_finalizer_with_rv_lock_and_conflict_reread() {
     let out = interpreter(client).apply_one(&snapshot, &effect).await;
     assert!(matches!(out, Outcome::Applied), "{out:?}");
     let seen = task.await.unwrap();
+    // M2: the operator version rides along with the finalizer.
+    let version = json!({ keys::VERSION: keys::OPERATOR_VERSION });
     assert_eq!(
         seen[0].body["metadata"],
-        json!({"finalizers": ["other", keys::FINALIZER], "resourceVersion": "1"})
+        json!({"finalizers": ["other", keys::FINALIZER], "resourceVersion": "1",
+            "annotations": version})
     );
     assert_eq!(
         seen[2].body["metadata"],
-        json!({"finalizers": ["other", "third", keys::FINALIZER], "resourceVersion": "2"})
+        json!({"finalizers": ["other", "third", keys::FINALIZER], "resourceVersion": "2",
+            "annotations": version})
     );
 }
 
@@ -1660,4 +1664,18 @@ async fn a_fenced_write_is_dropped_without_reaching_the_apiserver() {
             .is_err(),
         "nothing was sent"
     );
+}
+
+#[test]
+fn m2_adding_the_finalizer_stamps_the_operator_version() {
+    let mut nw = NodeWright::new("demo", NodeWrightSpec::default());
+    nw.metadata.resource_version = Some("5".into());
+    let patch = nodewright::finalizer_patch(&nw, true).expect("finalizer missing");
+    assert_eq!(
+        patch["metadata"]["annotations"][keys::VERSION],
+        json!(keys::OPERATOR_VERSION)
+    );
+    nw.metadata.finalizers = Some(vec![keys::FINALIZER.into()]);
+    let removal = nodewright::finalizer_patch(&nw, false).expect("finalizer present");
+    assert!(removal["metadata"].get("annotations").is_none());
 }

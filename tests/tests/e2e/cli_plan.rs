@@ -205,3 +205,77 @@ async fn cli_plan_dependency_blocked_rollout_matches_the_operator() -> Result<()
     .await;
     c.finish(r).await
 }
+
+/// `status` prints the rollout (bar, compartment, counts) and `status --watch` (plain output when
+/// not a terminal) prints a new view when the NodeWright changes: here, when it is paused.
+#[tokio::test]
+#[ignore = "e2e: needs tests/e2e/run.sh"]
+async fn cli_status_shows_the_rollout_and_watch_redraws_on_change() -> Result<()> {
+    let c = Case::new("pls", 2).await?;
+    let r = async {
+        let spec = json!({
+            "interruptionBudget": { "count": 1 },
+            "packages": hold_package("e2e-hold-pls"),
+        });
+        c.create(c.nodewright("pls", spec)).await?;
+        c.wait_status("pls", "in_progress", Duration::from_secs(60))
+            .await?;
+        let once = plugin(&["status", "pls"]).await?;
+        ensure!(once.ok, "{}", once.stderr);
+        eprintln!("[e2e] status:\n{}", once.stdout);
+        ensure!(
+            once.stdout.starts_with("pls  in_progress  [")
+                && once.stdout.contains("0/2 nodes complete")
+                && once.stdout.contains("__default__")
+                && once.stdout.contains("ceiling 1"),
+            "{}",
+            once.stdout
+        );
+        let bin = std::env::var("NODEWRIGHT_E2E_CLI_BIN")?;
+        let mut child = std::process::Command::new(bin)
+            .args(["status", "pls", "--watch"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()?;
+        let stdout = child.stdout.take().context("stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let seen = |want: &str, rx: &std::sync::mpsc::Receiver<String>| -> Result<Vec<String>> {
+            let mut lines = Vec::new();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while std::time::Instant::now() < deadline {
+                if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+                    let hit = l.contains(want);
+                    lines.push(l);
+                    if hit {
+                        return Ok(lines);
+                    }
+                }
+            }
+            anyhow::bail!("no {want:?} in the watch output: {lines:#?}")
+        };
+        let first = seen("in_progress", &rx);
+        c.annotate("pls", keys::PAUSE, Some("true")).await?;
+        let second = seen("paused", &rx);
+        let _ = child.kill();
+        let _ = child.wait();
+        let (first, second) = (first?, second?);
+        eprintln!("[e2e] watch:\n{}\n{}", first.join("\n"), second.join("\n"));
+        ensure!(
+            second.iter().any(|l| l == "---"),
+            "a new view is separated by ---: {second:?}"
+        );
+        Ok(())
+    }
+    .await;
+    c.finish(r).await
+}

@@ -252,7 +252,7 @@ async fn legacy_keys(case: &Case) -> Result<Vec<String>> {
 /// runs twice anywhere. A second `migrate --apply` changes nothing.
 #[tokio::test]
 #[ignore = "e2e: needs tests/e2e/run.sh"]
-async fn migrate_go_operator_mid_rollout_without_rerunning_work() -> Result<()> {
+async fn m1_migrate_go_operator_mid_rollout_without_rerunning_work() -> Result<()> {
     let case = Case::new("mig", 3).await?;
     let outcome = scenario(&case).await;
     if outcome.is_ok() {
@@ -330,7 +330,13 @@ async fn scenario(case: &Case) -> Result<()> {
     })
     .await?;
     let legacy_pod = pods.create(&PostParams::default(), &legacy_pod).await?;
-    let deployment = go_deployment(&client, &case.ns).await?;
+    let go_ns = "skyhook";
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    if namespaces.get_opt(go_ns).await?.is_none() {
+        let ns = serde_json::from_value(json!({"metadata": {"name": go_ns}}))?;
+        namespaces.create(&PostParams::default(), &ns).await?;
+    }
+    let deployment = go_deployment(&client, go_ns).await?;
 
     // --- migrate: refused while the Go operator has replicas, then a dry run ------------------
     let (ok, out) = plugin(&["migrate", "--apply", "--quiet-period", "2"]).await?;
@@ -340,14 +346,14 @@ async fn scenario(case: &Case) -> Result<()> {
     );
     kubectl(&[
         "-n",
-        &case.ns,
+        go_ns,
         "scale",
         "deployment",
         &deployment,
         "--replicas=0",
     ])
     .await?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &case.ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), go_ns);
     wait_for(
         "Go Deployment scaled to 0",
         Duration::from_secs(60),
@@ -483,6 +489,12 @@ async fn scenario(case: &Case) -> Result<()> {
             "{n}: {state:?}"
         );
     }
+    // The user guide's last step: the legacy CRDs go (no Skyhook is left to lose).
+    let crds = [
+        "skyhooks.skyhook.nvidia.com",
+        "deploymentpolicies.skyhook.nvidia.com",
+    ];
+    kubectl(&["delete", "crd", crds[0], crds[1]]).await?;
     eprintln!(
         "[e2e] migrate: Jobs per node: {n0}=0 {n1}={} {n2}={}",
         on(n1).len(),

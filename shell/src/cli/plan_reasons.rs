@@ -264,20 +264,7 @@ fn in_progress(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
 fn erroring(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
     let name = nw.metadata.name.clone().unwrap_or_default();
     let state = state_of(snap, &name, node);
-    let failed: Vec<String> = state
-        .0
-        .values()
-        .filter(|e| e.state == Some(State::Erroring))
-        .map(|e| {
-            format!(
-                "{}:{} failed in {} ({} restarts)",
-                e.name,
-                e.version,
-                e.stage.as_str(),
-                e.restarts
-            )
-        })
-        .collect();
+    let failed = super::status::failed_entries(&state);
     let last = jobs_of(snap, &name, node)
         .filter_map(|j| {
             let annotated = j

@@ -117,17 +117,10 @@ fn one(nw: &NodeWright, nodes: &[Node]) -> String {
     out
 }
 
-/// The failed packages of `node` for NodeWright `nw`, from its node-state document.
-fn failures(nodes: &[Node], nw: &str, node: &str) -> String {
-    let doc = nodes
-        .iter()
-        .find(|n| n.metadata.name.as_deref() == Some(node))
-        .and_then(|n| n.metadata.annotations.as_ref())
-        .and_then(|a| a.get(&keys::node_state(nw)))
-        .and_then(|t| NodeState::parse(t).ok())
-        .unwrap_or_default();
-    let failed: Vec<String> = doc
-        .0
+/// One line per erroring entry of a node-state document: package, version, stage and restarts
+/// (shared by `status` and `plan`).
+pub(crate) fn failed_entries(doc: &NodeState) -> Vec<String> {
+    doc.0
         .values()
         .filter(|e| e.state == Some(State::Erroring))
         .map(|e| {
@@ -139,7 +132,19 @@ fn failures(nodes: &[Node], nw: &str, node: &str) -> String {
                 e.restarts
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The failed packages of `node` for NodeWright `nw`, from its node-state document.
+fn failures(nodes: &[Node], nw: &str, node: &str) -> String {
+    let doc = nodes
+        .iter()
+        .find(|n| n.metadata.name.as_deref() == Some(node))
+        .and_then(|n| n.metadata.annotations.as_ref())
+        .and_then(|a| a.get(&keys::node_state(nw)))
+        .and_then(|t| NodeState::parse(t).ok())
+        .unwrap_or_default();
+    let failed = failed_entries(&doc);
     if failed.is_empty() {
         "no failed package recorded".into()
     } else {

@@ -249,12 +249,8 @@ NODEWRIGHT_AUDIT_POLICY=$RUN/audit-policy.yaml "$ROOT/tests/cluster/up.sh" > /de
 kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
 kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 # Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
-# instead of waiting: retry for up to 60 s.
-for attempt in $(seq 1 12); do
-  kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com >/dev/null 2>&1 && break
-  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: crd/nodewrights.nodewright.nvidia.com" >&2; exit 1; }
-  sleep 0.5
-done
+# instead of waiting: retry (lib.sh wait_for) for up to 60 s.
+wait_for 60 "CRDs Established" kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com || exit 1
 cargo build -q -p nodewright-shell --bin nodewright-operator
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 OPERATOR_BIN=$target_dir/debug/nodewright-operator

@@ -53,12 +53,8 @@ for c in skyhooks.skyhook.nvidia.com deploymentpolicies.skyhook.nvidia.com; do
 done
 kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 # Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
-# instead of waiting: retry for up to 60 s.
-for attempt in $(seq 1 12); do
-  kc wait --for=condition=Established --timeout=5s crd/skyhooks.skyhook.nvidia.com crd/nodewrights.nodewright.nvidia.com >/dev/null 2>&1 && break
-  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: crd/skyhooks.skyhook.nvidia.com crd/nodewrights.nodewright.nvidia.com" >&2; exit 1; }
-  sleep 0.5
-done
+# instead of waiting: retry (lib.sh wait_for) for up to 60 s.
+wait_for 60 "CRDs Established" kc wait --for=condition=Established --timeout=5s crd/skyhooks.skyhook.nvidia.com crd/nodewrights.nodewright.nvidia.com || exit 1
 
 # Every executor pod creation, for the counts (one line per ADDED event).
 kc get pods -A -l skyhook.nvidia.com/name --watch --output-watch-events -o json \

@@ -220,12 +220,8 @@ else
   kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 fi
 # Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
-# instead of waiting: retry for up to 60 s.
-for attempt in $(seq 1 12); do
-  kc wait --for=condition=Established --timeout=5s "crd/$CR_KIND" >/dev/null 2>&1 && break
-  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: "crd/$CR_KIND"" >&2; exit 1; }
-  sleep 0.5
-done
+# instead of waiting: retry (lib.sh wait_for) for up to 60 s.
+wait_for 60 "CRDs Established" kc wait --for=condition=Established --timeout=5s "crd/$CR_KIND" || exit 1
 
 # --- the operator ------------------------------------------------------------------------------
 (

@@ -2,14 +2,13 @@
 //! container logs (tests/e2e/kwok/pod-logs.yaml.in: container `<name>` reads
 //! `$NODEWRIGHT_E2E_POD_LOGS/<name>.log`, which this test writes).
 
-use std::io::BufRead;
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
 
-use anyhow::{Context as _, Result, bail, ensure};
+use anyhow::{Context as _, Result, ensure};
 use serde_json::json;
 
-use crate::cli_connect::{Run, plugin};
+use crate::cli_connect::{Run, lines_until, plugin, spawn_plugin};
 use crate::harness::{Case, wait_for};
 use crate::support::{live_pods, pkg};
 
@@ -72,40 +71,26 @@ async fn logs(args: &[&str]) -> Result<Run> {
 
 /// Lines a followed plugin printed until every line of `want` was seen (30 s at most).
 fn until(rx: &Receiver<String>, want: &[String]) -> Result<Vec<String>> {
-    let mut lines = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
-            lines.push(l);
-            if want.iter().all(|w| lines.contains(w)) {
-                return Ok(lines);
-            }
-        }
-    }
-    bail!("not all of {want:?} in the followed output: {lines:#?}")
+    lines_until(rx, &format!("{want:?}"), |lines| {
+        want.iter().all(|w| lines.contains(w))
+    })
 }
 
 /// `-f` on two nodes: both streams at once, each line prefixed `[node step]`; a line appended to
 /// the log file afterwards arrives while following.
 fn follow_sees_new_lines(c: &Case) -> Result<()> {
-    let bin = std::env::var("NODEWRIGHT_E2E_CLI_BIN")?;
-    let mut child = std::process::Command::new(bin)
-        .args(["package", "logs", HOLD, "--nodewright", &c.id, "-n", &c.ns])
-        .args(["-f", "-c", "e2e-hold-logs-apply"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()?;
-    let stdout = child.stdout.take().context("stdout")?;
-    let (tx, rx) = channel::<String>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let (mut child, rx) = spawn_plugin(&[
+        "package",
+        "logs",
+        HOLD,
+        "--nodewright",
+        &c.id,
+        "-n",
+        &c.ns,
+        "-f",
+        "-c",
+        "e2e-hold-logs-apply",
+    ])?;
     let line = |node: &str, text: &str| format!("[{node} e2e-hold-logs-apply] {text}");
     let before = until(
         &rx,

@@ -708,6 +708,51 @@ fn t13_completed_uninstall_interrupt_entry_is_removed() {
     assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
 }
 
+/// Explore seed 5032: the request was withdrawn during uninstall-interrupt on a cordoned node.
+/// The pass that removes the entry (T13) must not also start the first install, or the one
+/// node write carries (uninstall-interrupt, complete) -> (apply, in_progress) (invariant 16.11).
+#[test]
+fn t13_inv16_11_removal_is_written_before_the_reinstall_starts() {
+    let n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry(
+            "dexter",
+            "1.2.3",
+            Stage::UninstallInterrupt,
+            State::Complete,
+        )],
+    );
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let removing = (0..5)
+        .map(|_| step(&mut s))
+        .find(|plan| {
+            plan.effects.iter().any(|e| match e {
+                Effect::PatchNode(p) => p.state.iter().any(|w| w.set.is_none()),
+                _ => false,
+            })
+        })
+        .expect("a pass removes the entry");
+    assert!(
+        created(&removing).is_empty(),
+        "no start in the removing pass"
+    );
+    assert!(removing.requeue_after.is_some());
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "apply".to_string())]
+    );
+}
+
 #[test]
 fn t15_cancelled_uninstall_returns_to_apply() {
     let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false);

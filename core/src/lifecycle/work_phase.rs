@@ -212,6 +212,8 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
                 Stage::UninstallInterrupt if entry.is_complete() => {
                     new_doc.remove(&pkg.name, &pkg.version); // T13
                     removed = true;
+                    let key = (v.name.clone(), node.clone(), pkg.name.clone());
+                    ctx.done.cycle_ended.insert(key);
                 }
                 Stage::UninstallInterrupt => {
                     out.entry(node.clone()).or_default().push(pkg.name.clone())
@@ -286,6 +288,10 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         let Some(pkg) = v.packages.get(&name) else {
             continue;
         };
+        if cycle_ended(ctx, v, node, pkg) {
+            ctx.requeue = true;
+            continue;
+        }
         if has_interrupt(pkg, &updates) && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
             ctx.requeue = true;
             continue;
@@ -365,6 +371,13 @@ fn promoted_this_pass(ctx: &Ctx, v: &NwView, node: &str, start: &NodeState, pkg:
             .is_some_and(|e| e.state == Some(State::Skipped))
     };
     skipped(start) && !ctx.doc(v, node).is_some_and(skipped)
+}
+
+/// T13, inv 16.11: the pass removed `pkg`'s finished uninstall cycle on `node`; a reinstall
+/// starts on a later pass, so the entry is written absent before it is written at `apply`.
+fn cycle_ended(ctx: &Ctx, v: &NwView, node: &str, pkg: &Package) -> bool {
+    let key = (v.name.clone(), node.to_string(), pkg.name.clone());
+    ctx.done.cycle_ended.contains(&key)
 }
 
 /// T9 backstop: promote every (interrupt, skipped) entry of the node to complete.

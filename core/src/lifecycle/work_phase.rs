@@ -11,7 +11,7 @@ use super::done::{Blocker, pod_name};
 use super::interrupts::{DrainAction, Merged, classify, merge};
 use super::ordering::node_ready;
 use super::predicates::{
-    self as pr, complete_set, entry_for, has_interrupt, in_cycle, next_stage, uninstall_requested,
+    self as pr, complete_set, entry_for, in_cycle, next_stage, uninstall_requested,
 };
 use super::rollout_seam;
 use super::start::{Start, start_executor};
@@ -292,7 +292,11 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
             ctx.requeue = true;
             continue;
         }
-        if has_interrupt(pkg, &updates) && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
+        let entry = ctx
+            .doc(v, node)
+            .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version));
+        let gated = pr::gated(pkg, entry, &updates);
+        if gated && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
             ctx.requeue = true;
             continue;
         }

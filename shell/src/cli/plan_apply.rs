@@ -1,6 +1,8 @@
 //! Applies a record-only effect to a snapshot copy, the way the watch would deliver the write
 //! (`plan` follows record-only passes through with it).
 
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::NodeCondition;
 use nodewright_core::effect::resolve_node_patch;
 use nodewright_core::{Effect, Snapshot};
@@ -31,7 +33,7 @@ pub fn apply(snapshot: &mut Snapshot, effect: &Effect) {
                 return;
             };
             if let Ok(Some(delta)) = resolve_node_patch(node, patch) {
-                *node = delta.apply_to(node.clone());
+                *node = Arc::new(delta.apply_to((**node).clone()));
             }
         }
         Effect::PatchNodeConditions { node, set, remove } => {
@@ -42,7 +44,7 @@ pub fn apply(snapshot: &mut Snapshot, effect: &Effect) {
             else {
                 return;
             };
-            let status = n.status.get_or_insert_with(Default::default);
+            let status = Arc::make_mut(n).status.get_or_insert_with(Default::default);
             let conditions: &mut Vec<NodeCondition> =
                 status.conditions.get_or_insert_with(Vec::new);
             conditions
@@ -52,7 +54,7 @@ pub fn apply(snapshot: &mut Snapshot, effect: &Effect) {
         Effect::UpsertConfigMap { config_map, .. } => {
             let name = config_map.metadata.name.clone();
             snapshot.config_maps.retain(|c| c.metadata.name != name);
-            snapshot.config_maps.push((**config_map).clone());
+            snapshot.config_maps.push(Arc::new((**config_map).clone()));
         }
         _ => {}
     }
@@ -66,4 +68,5 @@ fn nodewright_mut<'a>(
         .nodewrights
         .iter_mut()
         .find(|n| n.metadata.name.as_deref() == Some(name))
+        .map(Arc::make_mut)
 }

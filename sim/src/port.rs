@@ -53,6 +53,9 @@ pub struct PortConfig {
     pub conflict_probability: f64,
     /// Refuse Job deletions (a denying admission webhook).
     pub deny_job_deletes: bool,
+    /// The replica's write fence is closed: every write is refused before it is sent, as the
+    /// operator's client does (`leader::Fence`).
+    pub fenced: bool,
 }
 
 /// Annotation a simulated foreign writer bumps to provoke write conflicts.
@@ -314,6 +317,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_node(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             if s.rng.chance(s.config.conflict_probability) {
                 s.foreign_write(name);
@@ -332,6 +336,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_node_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             s.store()
                 .modify::<Node>(None, name, |n| merge_conditions(n, body))
@@ -364,6 +369,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn create_job(&self, job: &Job) -> ApiResult<Job> {
+        self.fence()?;
         self.with(|s| {
             let mut job = job.clone();
             job.metadata.namespace = Some(s.ns());
@@ -377,6 +383,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_job(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let ns = s.ns();
             merge_patch::<Job>(s.store(), Some(&ns), name, body, false).map(drop)
@@ -384,6 +391,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn delete_job(&self, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             if s.config.deny_job_deletes {
                 return Err(ApiError::Other(
@@ -413,6 +421,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             s.store()
                 .delete::<Pod>(
@@ -427,6 +436,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn evict_pod(&self, e: &Eviction) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             match s
                 .world
@@ -443,16 +453,19 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_nodewright(&self, name: &str, body: &Value) -> ApiResult<NodeWright> {
+        self.fence()?;
         self.with(|s| {
             merge_patch::<NodeWright>(s.store(), None, name, body, false).map(|(_, after)| after)
         })
     }
 
     async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| merge_patch::<NodeWright>(s.store(), None, name, body, true).map(drop))
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let name = config_map.metadata.name.clone().unwrap_or_default();
             s.store()
@@ -463,6 +476,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn replace_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let rv = config_map.metadata.resource_version.clone();
@@ -474,6 +488,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn delete_config_map(&self, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let ns = s.ns();
             s.store()
@@ -483,6 +498,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn create_event(&self, _namespace: &str, event: &Event) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| s.events.push(spec_of(event)));
         Ok(())
     }
@@ -499,6 +515,16 @@ impl ClusterPort for SimPort<'_> {
 }
 
 impl SimPort<'_> {
+    /// Refuses a write while the replica's fence is closed.
+    fn fence(&self) -> ApiResult<()> {
+        match self.inner.borrow().config.fenced {
+            true => Err(ApiError::Fenced(
+                "write fenced: this replica does not hold the lease".into(),
+            )),
+            false => Ok(()),
+        }
+    }
+
     fn sim_now(&self) -> SimTime {
         self.inner.borrow().world.store.now
     }

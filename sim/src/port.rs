@@ -12,14 +12,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nodewright_core::effect::EntryTransition;
 use nodewright_core::{EventSpec, ObjectRef};
 use nodewright_crds::{NodeState, NodeWright, keys};
+use nodewright_shell::interpret::memory;
 use nodewright_shell::interpret::{ApiError, ApiResult, ClusterPort, Eviction};
-use nodewright_shell::merge;
 use serde_json::Value;
 
 use crate::objects::{Object, Objects};
@@ -144,8 +144,9 @@ fn api(e: store::ApiError, what: &str) -> ApiError {
 }
 
 /// Applies a merge patch (only its `status` when `status_only`) to the stored object, enforcing
-/// the `metadata.uid` and `metadata.resourceVersion` preconditions it carries.
-fn merge_patch<T: Object>(
+/// the `metadata.uid` and `metadata.resourceVersion` preconditions it carries (the shell's
+/// `memory::merged`, as for `kubectl nodewright plan`).
+fn merge_patch<T: Object + kube::Resource<DynamicType = ()>>(
     store: &mut Store,
     namespace: Option<&str>,
     name: &str,
@@ -157,31 +158,7 @@ fn merge_patch<T: Object>(
         .get::<T>(namespace, name)
         .cloned()
         .ok_or_else(|| ApiError::NotFound(what.clone()))?;
-    let meta = &body["metadata"];
-    if let Some(uid) = meta["uid"].as_str()
-        && current.meta().uid.as_deref() != Some(uid)
-    {
-        return Err(ApiError::Conflict(format!(
-            "{what}: uid precondition failed"
-        )));
-    }
-    if let Some(rv) = meta["resourceVersion"].as_str().filter(|rv| !rv.is_empty())
-        && current.meta().resource_version.as_deref() != Some(rv)
-    {
-        return Err(ApiError::Conflict(format!(
-            "{what}: resourceVersion {rv} is stale"
-        )));
-    }
-    let mut patch = body.clone();
-    if status_only {
-        patch = serde_json::json!({"status": body["status"].clone()});
-    } else if let Some(m) = patch["metadata"].as_object_mut() {
-        m.remove("uid");
-        m.remove("resourceVersion");
-    }
-    let mut value = serde_json::to_value(&current).map_err(|e| ApiError::Other(e.to_string()))?;
-    merge::apply(&mut value, &patch);
-    let next: T = serde_json::from_value(value).map_err(|e| ApiError::Other(e.to_string()))?;
+    let next = memory::merged(&current, body, status_only, &what)?;
     if next == current {
         return Ok((current.clone(), current));
     }
@@ -223,40 +200,6 @@ pub fn entry_changes(before: &Node, after: &Node) -> Vec<EntryTransition> {
         }
     }
     out
-}
-
-/// `k=v` pairs of an equality label selector.
-fn selector(text: &str) -> LabelSelector {
-    let labels = text
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    LabelSelector {
-        match_labels: Some(labels),
-        ..Default::default()
-    }
-}
-
-/// Strategic merge of `status.conditions` keyed by type (`$patch: delete` removes).
-fn merge_conditions(node: &mut Node, body: &Value) {
-    let status = node.status.get_or_insert_with(Default::default);
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    for item in body["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let Some(type_) = item["type"].as_str() else {
-            continue;
-        };
-        conditions.retain(|c| c.type_ != type_);
-        if item.get("$patch").is_none()
-            && let Ok(c) = serde_json::from_value::<NodeCondition>(item.clone())
-        {
-            conditions.push(c);
-        }
-    }
 }
 
 /// The EventSpec an Event was built from (for scenario expectations).
@@ -339,7 +282,7 @@ impl ClusterPort for SimPort<'_> {
         self.fence()?;
         self.with(|s| {
             s.store()
-                .modify::<Node>(None, name, |n| merge_conditions(n, body))
+                .modify::<Node>(None, name, |n| memory::merge_conditions(n, body))
                 .map(drop)
                 .map_err(|e| api(e, name))
         })
@@ -352,8 +295,7 @@ impl ClusterPort for SimPort<'_> {
         })
     }
 
-    async fn list_jobs(&self, selector_text: &str) -> ApiResult<Vec<Job>> {
-        let sel = selector(selector_text);
+    async fn list_jobs(&self, selector: &str) -> ApiResult<Vec<Job>> {
         self.with(|s| {
             let ns = s.ns();
             Ok(s.world
@@ -362,7 +304,7 @@ impl ClusterPort for SimPort<'_> {
                 .jobs
                 .values()
                 .filter(|j| j.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .filter(|j| crate::selector::matches(Some(&sel), j.metadata.labels.as_ref()))
+                .filter(|j| memory::selects(j.metadata.labels.as_ref(), selector))
                 .cloned()
                 .collect())
         })
@@ -405,8 +347,7 @@ impl ClusterPort for SimPort<'_> {
         })
     }
 
-    async fn list_pods(&self, namespace: &str, selector_text: &str) -> ApiResult<Vec<Pod>> {
-        let sel = selector(selector_text);
+    async fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {
         self.with(|s| {
             Ok(s.world
                 .store
@@ -414,7 +355,7 @@ impl ClusterPort for SimPort<'_> {
                 .pods
                 .values()
                 .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-                .filter(|p| crate::selector::matches(Some(&sel), p.metadata.labels.as_ref()))
+                .filter(|p| memory::selects(p.metadata.labels.as_ref(), selector))
                 .cloned()
                 .collect())
         })

@@ -15,7 +15,6 @@ mod nodes_write;
 mod package;
 mod patterns;
 mod plan;
-mod plan_apply;
 mod plan_reasons;
 mod plan_words;
 mod policy;

@@ -1,7 +1,8 @@
 //! L1 single writer: the safety property of leader election and the write fence. At no instant
 //! may two replicas both be allowed to act as leader (the lease machine's `leading`, or an open
-//! write fence), and every write that reaches the apiserver comes from the one replica whose
-//! fence is open then.
+//! write fence), and no write of a replica reaches the apiserver while another replica may act
+//! as leader. (A replica's own writes pass its fence right before they are sent, in the
+//! simulator's port as in the operator's client.)
 
 use super::Checker;
 use crate::time::SimTime;
@@ -20,7 +21,7 @@ pub struct ReplicaView {
 }
 
 impl Checker {
-    /// L1: at most one replica may lead or write at `at`; a write needs the writer's open fence.
+    /// L1: at most one replica may lead at `at`, and none writes while another may lead.
     pub fn check_single_writer(&mut self, replicas: &[ReplicaView], at: SimTime) {
         let leaders: Vec<&str> = replicas
             .iter()
@@ -34,12 +35,22 @@ impl Checker {
                 format!("replicas {leaders:?} may act as leader at the same time"),
             );
         }
-        for r in replicas.iter().filter(|r| r.wrote && !r.fence_open) {
-            self.report(
-                at,
-                "L1 single-writer",
-                format!("replica {} wrote outside its leadership window", r.identity),
-            );
+        for w in replicas.iter().filter(|r| r.wrote) {
+            let others: Vec<&str> = replicas
+                .iter()
+                .filter(|r| r.identity != w.identity && (r.machine_leads || r.fence_open))
+                .map(|r| r.identity.as_str())
+                .collect();
+            if !others.is_empty() {
+                self.report(
+                    at,
+                    "L1 single-writer",
+                    format!(
+                        "replica {} wrote while {others:?} may act as leader",
+                        w.identity
+                    ),
+                );
+            }
         }
     }
 }

@@ -212,6 +212,7 @@ start kube-controller-manager kcm_ready 120 "$KCM_PORT" -- \
   --v=1 ${NODEWRIGHT_KCM_ARGS:-}
 
 # 4. kwok (spec 08 §6): fake kubelets for Nodes annotated kwok.x-k8s.io/node=fake.
+# --node-port: the kubelet port the Nodes advertise, so the apiserver reaches kwok for pod logs.
 kwok_cfg=(
   --config="$KWOK_BIN/stages/node-initialize.yaml"
   --config="$KWOK_BIN/stages/node-heartbeat-with-lease.yaml"
@@ -227,6 +228,7 @@ start kwok kwok_ready 60 "$KWOK_PORT" -- \
   --cidr=10.244.0.0/16 \
   --node-lease-duration-seconds="${NODEWRIGHT_KWOK_LEASE_SECONDS:-40}" \
   --server-address="127.0.0.1:$KWOK_PORT" \
+  --node-port="$KWOK_PORT" \
   "${kwok_cfg[@]}"
 
 # The serviceaccount controller must have created default/default before pods can be admitted.

@@ -22,7 +22,11 @@ RESULTS=$NODEWRIGHT_RUN/e2e-results.txt
 TRACE_DIR=$NODEWRIGHT_RUN/traces        # one NODEWRIGHT_TRACE file per operator process
 WINDOWS=$NODEWRIGHT_RUN/e2e-windows.txt  # <test> <start> <end>, written by the harness
 # kubelet emulation for pod-level activeDeadlineSeconds, on top of the cluster's own stages
-export NODEWRIGHT_KWOK_CONFIG="$E2E_DIR/kwok/pod-deadline.yaml${NODEWRIGHT_KWOK_CONFIG:+ $NODEWRIGHT_KWOK_CONFIG}"
+# and fake container logs read from $POD_LOGS (kwok/pod-logs.yaml.in; the tests write the files)
+POD_LOGS=$NODEWRIGHT_RUN/pod-logs
+mkdir -p "$POD_LOGS"
+sed "s|@DIR@|$POD_LOGS|g" "$E2E_DIR/kwok/pod-logs.yaml.in" > "$NODEWRIGHT_RUN/kwok-pod-logs.yaml"
+export NODEWRIGHT_KWOK_CONFIG="$E2E_DIR/kwok/pod-deadline.yaml $NODEWRIGHT_RUN/kwok-pod-logs.yaml${NODEWRIGHT_KWOK_CONFIG:+ $NODEWRIGHT_KWOK_CONFIG}"
 
 # Operator options for the run; the tests read them back as NODEWRIGHT_E2E_<NAME>.
 JOB_BACKOFF_LIMIT=${JOB_BACKOFF_LIMIT:-1}   # A3/A16: 2 attempts (10 s of Job backoff) instead of 4 (70 s)
@@ -69,7 +73,7 @@ if [ "${NODEWRIGHT_E2E_REUSE:-0}" != 1 ]; then
   "$CLUSTER/down.sh" >/dev/null 2>&1
 fi
 # kwok must run with the e2e stage file: restart it if an earlier up.sh started it without.
-if [ -f "$NODEWRIGHT_RUN/pids/kwok.pid" ] && ! tr '\0' ' ' < "/proc/$(cat "$NODEWRIGHT_RUN/pids/kwok.pid")/cmdline" 2>/dev/null | grep -q pod-deadline.yaml; then
+if [ -f "$NODEWRIGHT_RUN/pids/kwok.pid" ] && ! tr '\0' ' ' < "/proc/$(cat "$NODEWRIGHT_RUN/pids/kwok.pid")/cmdline" 2>/dev/null | grep -q kwok-pod-logs.yaml; then
   kill "$(cat "$NODEWRIGHT_RUN/pids/kwok.pid")" 2>/dev/null || true
   sleep 1
 fi
@@ -157,6 +161,7 @@ export NODEWRIGHT_E2E_CLI_BIN=$target_dir/debug/kubectl-nodewright
 export NODEWRIGHT_E2E_KUBECTL=$K8S_BIN/kubectl
 export NODEWRIGHT_E2E_METRICS_URL=http://127.0.0.1:$E2E_METRICS_PORT/metrics
 export NODEWRIGHT_E2E_PKI=$NODEWRIGHT_RUN/pki
+export NODEWRIGHT_E2E_POD_LOGS=$POD_LOGS
 export RUST_BACKTRACE=${RUST_BACKTRACE:-0}
 export NODEWRIGHT_E2E_WINDOWS=$WINDOWS
 set +e

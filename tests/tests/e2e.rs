@@ -17,6 +17,8 @@ mod support;
 mod admission;
 #[path = "e2e/cli_connect.rs"]
 mod cli_connect;
+#[path = "e2e/cli_logs.rs"]
+mod cli_logs;
 #[path = "e2e/cli_plan.rs"]
 mod cli_plan;
 #[path = "e2e/cycles.rs"]

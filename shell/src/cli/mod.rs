@@ -1,6 +1,6 @@
 //! `kubectl nodewright`: the kubectl plugin (06-operations.md §1). Implemented verbs: `version`,
 //! `pause`, `resume`, `disable`, `enable`, `reset`, `node list|status|reset|ignore|unignore`,
-//! `package status|rerun`, `deployment-policy reset`, `migrate`.
+//! `package status|rerun|logs`, `deployment-policy reset`, `migrate`.
 
 mod connect;
 mod lifecycle;
@@ -13,6 +13,8 @@ mod migrate_pods;
 mod node;
 mod nodes_write;
 mod package;
+mod package_logs;
+mod package_logs_stream;
 mod patterns;
 mod plan;
 mod plan_reasons;
@@ -126,6 +128,8 @@ enum PackageCommand {
     Status(package::StatusArgs),
     /// Re-run a package on nodes (whole package, or from a stage).
     Rerun(package::RerunArgs),
+    /// Logs of a package's executor pods (per node and stage; `-f` follows).
+    Logs(package_logs::LogsArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -172,6 +176,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Node(c) => node::run(&g, c).await,
         Command::Package(PackageCommand::Status(a)) => package::status(&g, a).await,
         Command::Package(PackageCommand::Rerun(a)) => package::rerun(&g, a).await,
+        Command::Package(PackageCommand::Logs(a)) => package_logs::run(&g, a).await,
         Command::DeploymentPolicy(PolicyCommand::Reset {
             nodewright,
             confirm,

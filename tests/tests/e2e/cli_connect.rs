@@ -42,6 +42,52 @@ pub async fn plugin(args: &[&str]) -> Result<Run> {
     })
 }
 
+/// Starts `kubectl-nodewright` with `args` for a command that keeps running (`--watch`, `-f`):
+/// the child, and its stdout lines as they come.
+pub fn spawn_plugin(
+    args: &[&str],
+) -> Result<(std::process::Child, std::sync::mpsc::Receiver<String>)> {
+    use std::io::BufRead;
+    let bin = std::env::var("NODEWRIGHT_E2E_CLI_BIN")
+        .context("NODEWRIGHT_E2E_CLI_BIN unset (run through tests/e2e/run.sh)")?;
+    let mut child = std::process::Command::new(bin)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take().context("stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    Ok((child, rx))
+}
+
+/// Lines received until `done` holds for them (30 s at most).
+pub fn lines_until(
+    rx: &std::sync::mpsc::Receiver<String>,
+    what: &str,
+    done: impl Fn(&[String]) -> bool,
+) -> Result<Vec<String>> {
+    let mut lines = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
+            lines.push(l);
+            if done(&lines) {
+                return Ok(lines);
+            }
+        }
+    }
+    anyhow::bail!("no {what} in the output: {lines:#?}")
+}
+
 fn pki(file: &str) -> Result<String> {
     let dir = std::env::var("NODEWRIGHT_E2E_PKI").context("NODEWRIGHT_E2E_PKI unset")?;
     Ok(format!("{dir}/{file}"))

@@ -12,7 +12,7 @@ use kube::api::{ListParams, Patch, PatchParams};
 use nodewright_crds::keys;
 use serde_json::{Value, json};
 
-use crate::cli_connect::plugin;
+use crate::cli_connect::{lines_until, plugin, spawn_plugin};
 use crate::harness::{Case, hold_for, wait_for};
 use crate::support::{operator_ctl, pkg};
 
@@ -231,37 +231,11 @@ async fn cli_status_shows_the_rollout_and_watch_redraws_on_change() -> Result<()
             "{}",
             once.stdout
         );
-        let bin = std::env::var("NODEWRIGHT_E2E_CLI_BIN")?;
-        let mut child = std::process::Command::new(bin)
-            .args(["status", "pls", "--watch"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()?;
-        let stdout = child.stdout.take().context("stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            use std::io::BufRead;
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-            {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let seen = |want: &str, rx: &std::sync::mpsc::Receiver<String>| -> Result<Vec<String>> {
-            let mut lines = Vec::new();
-            let deadline = std::time::Instant::now() + Duration::from_secs(30);
-            while std::time::Instant::now() < deadline {
-                if let Ok(l) = rx.recv_timeout(Duration::from_millis(500)) {
-                    let hit = l.contains(want);
-                    lines.push(l);
-                    if hit {
-                        return Ok(lines);
-                    }
-                }
-            }
-            anyhow::bail!("no {want:?} in the watch output: {lines:#?}")
+        let (mut child, rx) = spawn_plugin(&["status", "pls", "--watch"])?;
+        let seen = |want: &str, rx: &std::sync::mpsc::Receiver<String>| {
+            lines_until(rx, &format!("{want:?}"), |l| {
+                l.last().is_some_and(|x| x.contains(want))
+            })
         };
         let first = seen("in_progress", &rx);
         c.annotate("pls", keys::PAUSE, Some("true")).await?;

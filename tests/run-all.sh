@@ -6,6 +6,8 @@
 #        NODEWRIGHT_SKIP_E2E=1 tests/run-all.sh   # skip the real-cluster suite (and the Helm
 #                                                 # checks that need a cluster)
 #        NODEWRIGHT_SKIP_HELM=1 tests/run-all.sh  # skip the Helm chart checks
+#        NODEWRIGHT_SKIP_PROMTOOL=1 tests/run-all.sh  # skip promtool on the alerting rules (its
+#                                                     # first run builds promtool, ~3 min)
 #        NODEWRIGHT_SKIP_IMAGE=1 tests/run-all.sh # skip the operator image build and check
 #        NODEWRIGHT_SKIP_HELM_LIFECYCLE=1 tests/run-all.sh  # skip tests/helm/lifecycle.sh
 #        NODEWRIGHT_SKIP_SCALE=1 tests/run-all.sh # skip the 50-node scale harness smoke

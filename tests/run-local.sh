@@ -15,7 +15,8 @@ cd "$ROOT"
 export NODEWRIGHT_RUN=${NODEWRIGHT_RUN:-/tmp/nodewright-cluster}
 export E2E_PROBE_PORT=${RUN_LOCAL_PROBE_PORT:-18081}
 export E2E_WEBHOOK_PORT=${RUN_LOCAL_WEBHOOK_PORT:-9443}
-KUBECONFIG_PATH=$NODEWRIGHT_RUN/kubeconfig
+# shellcheck source=cluster/lib.sh
+. tests/cluster/lib.sh   # wait_for, the cluster ports, KUBECONFIG_PATH, versions.env
 say() { printf '[run-local %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 if [ "${1:-}" = --stop ]; then
@@ -27,8 +28,6 @@ for t in curl openssl base64 cargo; do command -v "$t" >/dev/null || { say "$t n
 # 1. control plane (the first run builds it from source: about 10 minutes on 2 cores)
 up_exports=$(tests/cluster/up.sh)
 eval "$up_exports"
-# shellcheck source-path=SCRIPTDIR source=cluster/versions.env
-. tests/cluster/versions.env
 kc() { "$K8S_BIN/kubectl" --kubeconfig="$KUBECONFIG_PATH" "$@"; }
 
 # 2. three fake nodes, selected by the demo NodeWright
@@ -36,15 +35,11 @@ NODEWRIGHT_NODE_LABELS=demo.nodewright.test/pool=demo tests/cluster/nodes.sh 3 d
 
 # 3. namespace, CRDs
 kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
-for _ in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
+wait_for 60 "ServiceAccount nodewright/default" kc -n nodewright get serviceaccount default || exit 1
 kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 # Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
-# instead of waiting: retry for up to 60 s.
-for attempt in $(seq 1 12); do
-  kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com >/dev/null 2>&1 && break
-  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: crd/nodewrights.nodewright.nvidia.com" >&2; exit 1; }
-  sleep 0.5
-done
+# instead of waiting: retry (lib.sh wait_for) for up to 60 s.
+wait_for 60 "CRDs Established" kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com || exit 1
 say "CRDs installed"
 
 # 4. the operator, on this machine (webhooks served from the cluster's test PKI)

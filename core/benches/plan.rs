@@ -52,7 +52,7 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
             .insert(format!("node-{i:05}"), "boot".into());
     }
     nw.status = Some(status);
-    let nodes = (0..nodes)
+    let nodes: Vec<Node> = (0..nodes)
         .map(|i| {
             let name = format!("node-{i:05}");
             let mut doc = NodeState::default();
@@ -103,8 +103,8 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
         })
         .collect();
     Snapshot {
-        nodewrights: vec![nw],
-        nodes,
+        nodewrights: nodewright_core::shared([nw]),
+        nodes: nodewright_core::shared(nodes),
         ..Snapshot::default()
     }
 }
@@ -135,19 +135,19 @@ fn settle(snapshot: &mut Snapshot, passes: usize) {
         for effect in plan.effects {
             match effect {
                 nodewright_core::Effect::PatchStatus { status, .. } => {
-                    snapshot.nodewrights[0].status = Some(*status);
+                    std::sync::Arc::make_mut(&mut snapshot.nodewrights[0]).status = Some(*status);
                 }
                 nodewright_core::Effect::CreateJob { job, .. } => {
                     let mut job = *job;
                     job.metadata.uid = job.metadata.name.clone();
                     job.metadata.namespace = Some(options.namespace.clone());
-                    snapshot.jobs.push(job);
+                    snapshot.jobs.push(job.into());
                 }
                 nodewright_core::Effect::PatchNode(patch) => {
                     let Some(&i) = index.get(&patch.node) else {
                         continue;
                     };
-                    let node = &mut snapshot.nodes[i];
+                    let node = std::sync::Arc::make_mut(&mut snapshot.nodes[i]);
                     let annotations = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
                     for (k, v) in patch.annotations {
                         match v {

@@ -17,7 +17,7 @@ pub use node_keys::NodeKeys;
 pub use options::{Options, OptionsError};
 pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
-pub use snapshot::{ClusterInfo, Snapshot};
+pub use snapshot::{ClusterInfo, Snapshot, shared};
 
 pub mod jobs;
 pub mod lifecycle;

@@ -37,11 +37,11 @@ impl NodeStateCache {
     /// cached, documents whose text is unchanged are kept as they are, changed ones are parsed
     /// again, and nodes and annotations that are gone are dropped. Unreadable annotations are
     /// not cached.
-    pub fn update(&mut self, nodes: &[Node]) {
+    pub fn update<N: std::borrow::Borrow<Node>>(&mut self, nodes: &[N]) {
         let prefix = nodewright_crds::keys::node_state("");
         let mut docs: BTreeMap<String, BTreeMap<String, Parsed>> = BTreeMap::new();
         let mut old = std::mem::take(&mut self.docs);
-        for node in nodes {
+        for node in nodes.iter().map(|n| n.borrow()) {
             let Some(name) = node.metadata.name.as_deref() else {
                 continue;
             };
@@ -101,8 +101,8 @@ impl<'a> PassDocs<'a> {
     /// Parses the node-state annotations of the NodeWrights named `nodewrights` on `nodes`
     /// that `cache` does not hold.
     pub(crate) fn build(
-        nodes: &'a [Node],
-        nodewrights: &[nodewright_crds::NodeWright],
+        nodes: &'a [Arc<Node>],
+        nodewrights: &[Arc<nodewright_crds::NodeWright>],
         cache: &NodeStateCache,
     ) -> Self {
         let keys: BTreeSet<String> = nodewrights
@@ -177,7 +177,7 @@ mod tests {
         assert!(Arc::ptr_eq(&a, cache.lookup("n1", &key, DOC).unwrap()));
         cache.update(&[node("n1", &key, "{}")]);
         assert_eq!(cache.get("n1", &key, "{}"), Some(&NodeState::default()));
-        cache.update(&[]);
+        cache.update::<Node>(&[]);
         assert!(cache.is_empty());
     }
 }

@@ -1,5 +1,7 @@
 //! The core's input: everything one pass may look at, read from the shell's caches.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -8,25 +10,26 @@ use nodewright_crds::{DeploymentPolicy, NodeWright};
 /// A consistent-enough view of the cluster for one pass (02-lifecycle.md R1).
 ///
 /// Vectors may arrive in any order; the core sorts what it iterates, so the plan depends only on
-/// the contents.
+/// the contents. Objects are shared (`Arc`) with the caches they come from, so a snapshot costs
+/// one pointer per object, not a copy of it.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     /// All NodeWright objects.
-    pub nodewrights: Vec<NodeWright>,
+    pub nodewrights: Vec<Arc<NodeWright>>,
     /// All DeploymentPolicy objects.
-    pub policies: Vec<DeploymentPolicy>,
+    pub policies: Vec<Arc<DeploymentPolicy>>,
     /// All Nodes.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Arc<Node>>,
     /// Jobs in the operator namespace carrying the `nodewright.nvidia.com/name` label.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<Arc<Job>>,
     /// Executor pods in the operator namespace (both `name` and `package` labels, D16).
-    pub executor_pods: Vec<Pod>,
+    pub executor_pods: Vec<Arc<Pod>>,
     /// Other pods on nodes the operator may cordon, drain or gate interrupts on.
-    pub workload_pods: Vec<Pod>,
+    pub workload_pods: Vec<Arc<Pod>>,
     /// ConfigMaps in the operator namespace labelled for a NodeWright.
-    pub config_maps: Vec<ConfigMap>,
+    pub config_maps: Vec<Arc<ConfigMap>>,
     /// PodDisruptionBudgets, for drain blockers and eviction throttling.
-    pub pod_disruption_budgets: Vec<PodDisruptionBudget>,
+    pub pod_disruption_budgets: Vec<Arc<PodDisruptionBudget>>,
     /// What the shell learned about the apiserver (decision D20).
     pub cluster: ClusterInfo,
 }
@@ -36,4 +39,10 @@ pub struct Snapshot {
 pub struct ClusterInfo {
     /// Server version as (major, minor), when known.
     pub server_version: Option<(u32, u32)>,
+}
+
+/// Wraps owned objects for a [`Snapshot`] field (tests, fixtures and tools that build snapshots
+/// from owned objects).
+pub fn shared<T>(objects: impl IntoIterator<Item = T>) -> Vec<std::sync::Arc<T>> {
+    objects.into_iter().map(std::sync::Arc::new).collect()
 }

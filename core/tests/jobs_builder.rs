@@ -459,6 +459,6 @@ fn r2_5_metadata_config_map_upserted_only_when_data_differs() {
     assert!(jobs::upsert_if_changed(&snap, desired.clone()).is_some());
     let mut existing = desired.clone();
     existing.metadata.resource_version = Some("7".into());
-    snap.config_maps.push(existing);
+    snap.config_maps.push(existing.into());
     assert!(jobs::upsert_if_changed(&snap, desired).is_none());
 }

@@ -337,10 +337,10 @@ pub fn node(name: &str, state: Option<&NodeState>) -> Node {
 
 pub fn snapshot(nw: NodeWright, nodes: Vec<Node>, jobs: Vec<Job>, pods: Vec<Pod>) -> Snapshot {
     Snapshot {
-        nodewrights: vec![nw],
-        nodes,
-        jobs,
-        executor_pods: pods,
+        nodewrights: nodewright_core::shared([nw]),
+        nodes: nodewright_core::shared(nodes),
+        jobs: nodewright_core::shared(jobs),
+        executor_pods: nodewright_core::shared(pods),
         ..Snapshot::default()
     }
 }

@@ -58,7 +58,7 @@ fn golden_b1_interrupt_with_drain_eviction_pass() {
         &[],
     );
     let mut s = snapshot(vec![n], vec![node("n1")]);
-    s.workload_pods.push(workload_pod("web", "n1"));
+    s.workload_pods.push(workload_pod("web", "n1").into());
     golden(
         "interrupt_with_drain",
         &run_until(&mut s, |p| count(p, "evict") > 0),

@@ -6,6 +6,7 @@ use fixtures::*;
 use nodewright_core::Effect;
 use nodewright_core::lifecycle::{dag::Dag, interrupts, predicates, status};
 use nodewright_crds::{InterruptType, Stage, State, Status, keys};
+use std::sync::Arc;
 
 /// Runs one pass and applies it.
 fn step(s: &mut nodewright_core::Snapshot) -> nodewright_core::Plan {
@@ -293,7 +294,7 @@ fn t20_inv16_12_outcome_for_absent_entry_writes_no_state() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
     // A reset removed the document while the Job ran.
-    s.nodes[0]
+    Arc::make_mut(&mut s.nodes[0])
         .metadata
         .annotations
         .as_mut()
@@ -312,7 +313,7 @@ fn interrupt_world() -> nodewright_core::Snapshot {
         &[],
     );
     let mut s = snapshot(vec![n], vec![node("n1")]);
-    s.workload_pods.push(workload_pod("web", "n1"));
+    s.workload_pods.push(Arc::new(workload_pod("web", "n1")));
     s
 }
 
@@ -399,7 +400,11 @@ fn inv16_5_b7_inv16_6_uncordon_only_when_complete_and_through_ownership() {
 #[test]
 fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
     let mut s = interrupt_world();
-    set_annotation(&mut s.nodes[0], &keys::cordon("other"), "true");
+    set_annotation(
+        Arc::make_mut(&mut s.nodes[0]),
+        &keys::cordon("other"),
+        "true",
+    );
     converge(&mut s, 40);
     assert_eq!(s.nodes[0].spec.as_ref().unwrap().unschedulable, Some(true));
 }
@@ -775,7 +780,11 @@ fn t19_removed_package_entry_is_kept() {
 fn inv16_14_paused_starts_nothing_and_suspends() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
-    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    s.nodewrights[0] = Arc::new(annotate_nw(
+        (*s.nodewrights[0]).clone(),
+        keys::PAUSE,
+        "true",
+    ));
     let plan = step(&mut s);
     assert!(created(&plan).is_empty());
     assert_eq!(count(&plan, "evict"), 0);
@@ -804,11 +813,15 @@ fn inv16_14_paused_starts_nothing_and_suspends() {
 fn inv16_15_disabled_starts_nothing_and_never_resumes() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
-    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    s.nodewrights[0] = Arc::new(annotate_nw(
+        (*s.nodewrights[0]).clone(),
+        keys::PAUSE,
+        "true",
+    ));
     step(&mut s);
-    let mut n = s.nodewrights[0].clone();
+    let mut n = (*s.nodewrights[0]).clone();
     n.metadata.annotations.as_mut().unwrap().remove(keys::PAUSE);
-    s.nodewrights[0] = annotate_nw(n, keys::DISABLE, "true");
+    s.nodewrights[0] = Arc::new(annotate_nw(n, keys::DISABLE, "true"));
     for _ in 0..3 {
         let plan = step(&mut s);
         assert!(created(&plan).is_empty());
@@ -1036,8 +1049,9 @@ fn r6_6_status_aggregate_and_node_status_rules() {
 fn inv16_17_b5_finalizer_cleanup_then_removal() {
     let mut s = one_pkg();
     converge(&mut s, 20);
-    s.nodewrights[0].metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    Arc::make_mut(&mut s.nodewrights[0])
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let plan = until(&mut s, "removeFinalizer", 5);
     let kinds: Vec<String> = plan
         .effects
@@ -1070,8 +1084,9 @@ fn inv16_17_deletion_waits_for_enabled_uninstalls() {
             &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
         )],
     );
-    s.nodewrights[0].metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    Arc::make_mut(&mut s.nodewrights[0])
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let plan = until_created(&mut s, 10);
     assert_eq!(
         created_stages(&plan),
@@ -1088,7 +1103,7 @@ fn inv16_17_deletion_waits_for_enabled_uninstalls() {
 fn b4_t18_e10_e11_reboot_reset_before_boot_id_is_recorded() {
     let mut s = one_pkg();
     converge(&mut s, 20);
-    s.nodes[0]
+    Arc::make_mut(&mut s.nodes[0])
         .status
         .as_mut()
         .unwrap()
@@ -1132,7 +1147,7 @@ fn b4_t18_e10_e11_reboot_reset_before_boot_id_is_recorded() {
 fn r5_reboot_without_reapply_only_records_boot_id() {
     let mut s = one_pkg();
     converge(&mut s, 20);
-    s.nodes[0]
+    Arc::make_mut(&mut s.nodes[0])
         .status
         .as_mut()
         .unwrap()
@@ -1200,7 +1215,7 @@ fn r8_inv16_16_runtime_required_taint_removed_when_complete() {
     assert!(taints.is_empty(), "{taints:?}");
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
     assert_eq!(
-        s.nodes[0]
+        Arc::make_mut(&mut s.nodes[0])
             .metadata
             .annotations
             .as_ref()
@@ -1249,7 +1264,7 @@ fn t17_b3_config_change_marks_entries_and_reruns_config_only() {
     let mut s = config_world();
     converge(&mut s, 60);
     assert_eq!(node_status(&s, "n1", "demo"), Some(Status::Complete));
-    pkg_mut(&mut s.nodewrights[0], "dexter")
+    pkg_mut(Arc::make_mut(&mut s.nodewrights[0]), "dexter")
         .config_map
         .insert("a.yaml".into(), "2".into());
     let plan = until(&mut s, "upsertConfigMap", 5);
@@ -1304,7 +1319,7 @@ fn t17_b3_config_change_marks_entries_and_reruns_config_only() {
 fn d1_t17_q13_config_change_with_matching_config_interrupt_runs_interrupt() {
     let mut s = config_world();
     converge(&mut s, 60);
-    pkg_mut(&mut s.nodewrights[0], "dexter")
+    pkg_mut(Arc::make_mut(&mut s.nodewrights[0]), "dexter")
         .config_map
         .insert("x.conf".into(), "on".into());
     let stages = all_stages(&mut s, 60);
@@ -1329,7 +1344,7 @@ fn inv16_18_config_change_deferred_while_installing() {
         .insert("a".into(), "1".into());
     let mut s = snapshot(vec![n], vec![node("n1")]);
     until_created(&mut s, 10); // apply running, ConfigMap created
-    pkg_mut(&mut s.nodewrights[0], "dexter")
+    pkg_mut(Arc::make_mut(&mut s.nodewrights[0]), "dexter")
         .config_map
         .insert("a".into(), "2".into());
     for _ in 0..3 {
@@ -1346,7 +1361,7 @@ fn inv16_18_config_change_deferred_while_installing() {
         "the ConfigMap is not swapped mid-stage"
     );
     assert!(
-        s.nodewrights[0]
+        Arc::make_mut(&mut s.nodewrights[0])
             .status
             .as_ref()
             .unwrap()
@@ -1373,12 +1388,16 @@ fn m2_converged_node_carries_the_operator_version() {
 fn b2_stale_executor_is_removed_before_any_resume() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
-    s.nodewrights[0] = annotate_nw(s.nodewrights[0].clone(), keys::PAUSE, "true");
+    s.nodewrights[0] = Arc::new(annotate_nw(
+        (*s.nodewrights[0]).clone(),
+        keys::PAUSE,
+        "true",
+    ));
     step(&mut s); // suspended
-    let mut n = s.nodewrights[0].clone();
+    let mut n = (*s.nodewrights[0]).clone();
     n.metadata.annotations.as_mut().unwrap().remove(keys::PAUSE);
     pkg_mut(&mut n, "dexter").image = "ghcr.io/example/other".into(); // spec drift
-    s.nodewrights[0] = n;
+    s.nodewrights[0] = Arc::new(n);
     let plan = pass(&s);
     assert!(count(&plan, "deleteJob") + count(&plan, "patchJob") >= 1);
     assert!(
@@ -1481,7 +1500,7 @@ fn e05_e06_r6_1_non_interrupt_pods_block_the_drain() {
     let mut s = snapshot(vec![n], vec![node("n1")]);
     let mut pod = workload_pod("train", "n1");
     pod.metadata.labels = Some([("app".to_string(), "training".to_string())].into());
-    s.workload_pods.push(pod);
+    s.workload_pods.push(Arc::new(pod));
     let mut warned = false;
     let mut nw_warned = false;
     for _ in 0..8 {
@@ -1526,7 +1545,7 @@ fn e07_drain_timeout_marks_node_erroring_and_keeps_waiting() {
     let mut pod = workload_pod("stuck", "n1");
     pod.metadata.deletion_timestamp =
         Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
-    s.workload_pods.push(pod);
+    s.workload_pods.push(Arc::new(pod));
     let mut timed_out = false;
     for _ in 0..8 {
         let plan = step(&mut s);
@@ -1563,8 +1582,9 @@ fn e12_paused_deletion_with_pending_uninstall_is_blocked() {
             &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
         )],
     );
-    s.nodewrights[0].metadata.deletion_timestamp =
-        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
+    Arc::make_mut(&mut s.nodewrights[0])
+        .metadata
+        .deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now()));
     let plan = until(&mut s, "event", 5);
     assert!(events(&plan).contains(&("DeletionBlocked".into(), "BlockDelete".into())));
     let st = s.nodewrights[0].status.clone().unwrap();
@@ -1667,7 +1687,7 @@ fn inv16_20_node_order_offset_never_decreases() {
 fn inv16_23_no_resurrection_after_reset() {
     let mut s = one_pkg();
     until_created(&mut s, 10);
-    s.nodes[0]
+    Arc::make_mut(&mut s.nodes[0])
         .metadata
         .annotations
         .as_mut()
@@ -1749,14 +1769,19 @@ fn r6_4b_metadata_packages_json_rewritten_and_orphans_deleted() {
     );
     converge(&mut s, 30);
     assert_eq!(s.config_maps.len(), 2, "one metadata ConfigMap per node");
-    s.nodewrights[0] = with_interrupt(s.nodewrights[0].clone(), "dexter", InterruptType::Noop, &[]);
+    s.nodewrights[0] = Arc::new(with_interrupt(
+        (*s.nodewrights[0]).clone(),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    ));
     let plan = until(&mut s, "upsertConfigMap", 3);
     assert_eq!(count(&plan, "upsertConfigMap"), 2);
     let sel = k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
         match_labels: Some([("kubernetes.io/hostname".to_string(), "n1".to_string())].into()),
         match_expressions: None,
     };
-    s.nodewrights[0].spec.node_selector = Some(sel);
+    Arc::make_mut(&mut s.nodewrights[0]).spec.node_selector = Some(sel);
     let plan = until(&mut s, "deleteConfigMap", 3);
     assert_eq!(count(&plan, "deleteConfigMap"), 1);
 }
@@ -1767,8 +1792,9 @@ fn e04_r6_1_pdb_blocked_pod_is_not_evicted_and_drain_blocked_is_reported() {
         PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
     };
     let mut s = interrupt_world();
-    s.workload_pods[0].metadata.labels = Some([("app".to_string(), "web".to_string())].into());
-    s.pod_disruption_budgets.push(PodDisruptionBudget {
+    Arc::make_mut(&mut s.workload_pods[0]).metadata.labels =
+        Some([("app".to_string(), "web".to_string())].into());
+    s.pod_disruption_budgets.push(Arc::new(PodDisruptionBudget {
         metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
             name: Some("web-pdb".into()),
             namespace: Some("default".into()),
@@ -1787,7 +1813,7 @@ fn e04_r6_1_pdb_blocked_pod_is_not_evicted_and_drain_blocked_is_reported() {
             disruptions_allowed: Some(0),
             ..Default::default()
         }),
-    });
+    }));
     for _ in 0..8 {
         let plan = step(&mut s);
         assert_eq!(count(&plan, "evict"), 0);

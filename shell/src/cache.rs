@@ -359,24 +359,22 @@ impl Caches {
         }
     }
 
-    /// Copies the caches into a [`Snapshot`] for one pass.
+    /// Takes a [`Snapshot`] for one pass: the stores' objects are shared (`Arc`), not copied.
     pub fn snapshot(&self, cluster: &ClusterInfo) -> Snapshot {
         let base = Snapshot {
-            nodewrights: owned(&self.nodewrights),
-            policies: owned(&self.policies),
-            nodes: owned(&self.nodes),
-            jobs: owned(&self.jobs),
-            pod_disruption_budgets: owned(&self.pdbs),
+            nodewrights: self.nodewrights.state(),
+            policies: self.policies.state(),
+            nodes: self.nodes.state(),
+            jobs: self.jobs.state(),
+            pod_disruption_budgets: self.pdbs.state(),
             cluster: cluster.clone(),
             ..Snapshot::default()
         };
-        let pods = self.pods.state();
-        let config_maps = self.config_maps.state();
         assemble(
             &self.namespace,
             base,
-            pods.iter().map(|p| &**p),
-            config_maps.iter().map(|c| &**c),
+            self.pods.state(),
+            self.config_maps.state(),
         )
     }
 
@@ -397,11 +395,11 @@ impl Caches {
 /// Completes `base` (every other list already filled from the caches) with the pods and
 /// ConfigMaps a pass reads: executor pods (D16) whole, workload pods only on touched nodes,
 /// ConfigMaps only with the operator's labels. The simulator assembles its snapshots with it too.
-pub fn assemble<'a>(
+pub fn assemble(
     namespace: &str,
     mut base: Snapshot,
-    pods: impl IntoIterator<Item = &'a Pod>,
-    config_maps: impl IntoIterator<Item = &'a ConfigMap>,
+    pods: impl IntoIterator<Item = Arc<Pod>>,
+    config_maps: impl IntoIterator<Item = Arc<ConfigMap>>,
 ) -> Snapshot {
     let touched: BTreeSet<&str> = base
         .nodes
@@ -412,15 +410,15 @@ pub fn assemble<'a>(
     let mut executor_pods = Vec::new();
     let mut workload_pods = Vec::new();
     for p in pods {
-        if is_executor(p, namespace) {
-            executor_pods.push(p.clone());
+        if is_executor(&p, namespace) {
+            executor_pods.push(p);
         } else if p
             .spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| touched.contains(n))
         {
-            workload_pods.push(p.clone());
+            workload_pods.push(p);
         }
     }
     base.config_maps = config_maps
@@ -430,7 +428,6 @@ pub fn assemble<'a>(
                 l.contains_key(keys::LABEL_NAME) || l.contains_key(keys::NODE_META)
             })
         })
-        .cloned()
         .collect();
     base.executor_pods = executor_pods;
     base.workload_pods = workload_pods;
@@ -447,13 +444,6 @@ pub fn node_is_touched(node: &Node) -> bool {
             .annotations
             .as_ref()
             .is_some_and(|a| a.keys().any(|k| k.starts_with(&prefix)))
-}
-
-fn owned<K: Clone + Resource>(store: &Store<K>) -> Vec<K>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    store.state().iter().map(|o| (**o).clone()).collect()
 }
 
 #[cfg(test)]

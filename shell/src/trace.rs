@@ -387,7 +387,7 @@ fn objects_of(s: &Snapshot) -> Vec<(Key, String, AnyObject)> {
     let mut out = Vec::new();
     macro_rules! add {
         ($list:expr, $kind:literal) => {
-            for o in &$list {
+            for o in $list.iter().map(|o| &**o) {
                 let (k, rv) = key_of($kind, o);
                 let json = to_json(&k, o);
                 out.push((k, rv, json));

@@ -251,12 +251,12 @@ impl Checker {
         let nws: BTreeMap<String, &NodeWright> = snapshot
             .nodewrights
             .iter()
-            .map(|nw| (nw.metadata.name.clone().unwrap_or_default(), nw))
+            .map(|nw| (nw.metadata.name.clone().unwrap_or_default(), &**nw))
             .collect();
         let unfinished: Vec<_> = snapshot
             .jobs
             .iter()
-            .filter_map(job_facts)
+            .filter_map(|j| job_facts(j))
             .filter(|f| f.unfinished)
             .collect();
         let mut deleted: BTreeSet<String> = BTreeSet::new();
@@ -292,7 +292,7 @@ impl Checker {
                         .filter(|j| {
                             !deleted.contains(j.metadata.name.as_deref().unwrap_or_default())
                         })
-                        .filter_map(job_facts)
+                        .filter_map(|j| job_facts(j))
                         .filter(|o| o.unfinished && o.node == f.node)
                         .collect();
                     if live_same
@@ -384,7 +384,7 @@ impl Checker {
                         .jobs
                         .iter()
                         .find(|j| j.metadata.name.as_deref() == Some(name))
-                        .and_then(job_facts)
+                        .and_then(|j| job_facts(j))
                         .map(|f| f.nodewright);
                     if let Some(nw) = owner.as_ref().and_then(|o| nws.get(o))
                         && (facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE))
@@ -527,7 +527,7 @@ impl Checker {
     /// (the cleanup patches of the same plan remove the operator's own annotations, not entries).
     fn finalizer(&mut self, nw: &NodeWright, snapshot: &Snapshot, at: SimTime) {
         let nw_name = nw.metadata.name.clone().unwrap_or_default();
-        for node in facts::selected(nw, snapshot.nodes.iter()) {
+        for node in facts::selected(nw, snapshot.nodes.iter().map(|n| &**n)) {
             let state = facts::node_state(node, &nw_name);
             for (key, pkg) in &nw.spec.packages {
                 let name = package_name(key, pkg);
@@ -589,7 +589,7 @@ impl Checker {
                 continue;
             }
             let a_name = a.metadata.name.clone().unwrap_or_default();
-            let selected = facts::selected(a, snapshot.nodes.iter());
+            let selected = facts::selected(a, snapshot.nodes.iter().map(|n| &**n));
             let nodes: Vec<_> = if a.spec.sequencing == nodewright_crds::SequencingMode::All {
                 selected
             } else {
@@ -642,6 +642,7 @@ fn node_in<'a>(snapshot: &'a Snapshot, name: &str) -> Option<&'a k8s_openapi::ap
     snapshot
         .nodes
         .iter()
+        .map(|n| &**n)
         .find(|n| n.metadata.name.as_deref() == Some(name))
 }
 

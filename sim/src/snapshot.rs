@@ -2,6 +2,8 @@
 //! watches hold (Jobs and ConfigMaps of the operator namespace, scheduled pods), stripped like its
 //! caches strip, assembled by the shell's own code (`nodewright_shell::cache`).
 
+use std::sync::Arc;
+
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
 use nodewright_shell::cache::{assemble, strip_any_pod, strip_job, strip_meta, strip_node};
@@ -19,7 +21,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
             |o| {
                 let mut o = Clone::clone(o);
                 strip_meta(&mut o);
-                o
+                Arc::new(o)
             }
         };
     }
@@ -32,7 +34,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
             .map(|n| {
                 let mut n = n.clone();
                 strip_node(&mut n);
-                n
+                Arc::new(n)
             })
             .collect(),
         jobs: objects
@@ -48,7 +50,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
             .map(|j| {
                 let mut j = j.clone();
                 strip_job(&mut j);
-                j
+                Arc::new(j)
             })
             .collect(),
         pod_disruption_budgets: objects.pdbs.values().map(stripped!()).collect(),
@@ -69,7 +71,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
         .map(|p| {
             let mut p = p.clone();
             strip_any_pod(&mut p, namespace);
-            p
+            Arc::new(p)
         })
         .collect();
     let config_maps: Vec<_> = objects
@@ -78,5 +80,5 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
         .filter(|c| in_ns(&c.metadata.namespace))
         .map(stripped!())
         .collect();
-    assemble(namespace, base, &pods, &config_maps)
+    assemble(namespace, base, pods, config_maps)
 }

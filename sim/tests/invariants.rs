@@ -81,13 +81,13 @@ fn start(stage: &str) -> Effect {
 fn i03_apply_of_interrupt_package_needs_a_durable_cordon() {
     let pkg = json!({"version": "1.0.0", "image": "r/dexter", "interrupt": {"type": "reboot"}});
     let mut snapshot = Snapshot {
-        nodewrights: vec![nodewright(pkg)],
-        nodes: vec![node(false, None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright(pkg))],
+        nodes: vec![std::sync::Arc::new(node(false, None))],
         ..Snapshot::default()
     };
     let rules = check(&snapshot, vec![start("apply")]);
     assert!(rules.iter().any(|r| r.starts_with("I3 ")), "{rules:?}");
-    snapshot.nodes = vec![node(true, None)];
+    snapshot.nodes = vec![std::sync::Arc::new(node(true, None))];
     assert_eq!(check(&snapshot, vec![start("apply")]), Vec::<String>::new());
 }
 
@@ -95,8 +95,8 @@ fn i03_apply_of_interrupt_package_needs_a_durable_cordon() {
 fn i03_package_without_interrupt_needs_no_cordon() {
     let pkg = json!({"version": "1.0.0", "image": "r/dexter"});
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright(pkg)],
-        nodes: vec![node(false, None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright(pkg))],
+        nodes: vec![std::sync::Arc::new(node(false, None))],
         ..Snapshot::default()
     };
     assert_eq!(check(&snapshot, vec![start("apply")]), Vec::<String>::new());
@@ -111,15 +111,15 @@ fn i17_finalizer_stays_while_an_enabled_package_is_installed() {
         uid: "u1".into(),
     };
     let mut snapshot = Snapshot {
-        nodewrights: vec![nodewright(pkg)],
-        nodes: vec![node(false, Some(doc))],
-        jobs: vec![job("uninstall", false)],
+        nodewrights: vec![std::sync::Arc::new(nodewright(pkg))],
+        nodes: vec![std::sync::Arc::new(node(false, Some(doc)))],
+        jobs: vec![std::sync::Arc::new(job("uninstall", false))],
         ..Snapshot::default()
     };
     let rules = check(&snapshot, vec![remove()]);
     assert!(rules.iter().any(|r| r.starts_with("I17 ")), "{rules:?}");
     // The uninstall Job succeeded: the same pass records it and may let the CR go.
-    snapshot.jobs = vec![job("uninstall", true)];
+    snapshot.jobs = vec![std::sync::Arc::new(job("uninstall", true))];
     assert_eq!(check(&snapshot, vec![remove()]), Vec::<String>::new());
 }
 

@@ -4,10 +4,14 @@
 # Idempotent: a component whose versioned directory holds a finished build (.complete stamp)
 # is skipped; changing a pin in versions.env builds into a new directory.
 #
-# Usage: tests/cluster/build.sh [all|core|k8s|etcd|kwok|helm|chainsaw|crane]...
+# Usage: tests/cluster/build.sh [all|core|k8s|etcd|kwok|helm|chainsaw|crane|promtool|monitoring-crds]...
 #   core = k8s etcd kwok (what up.sh needs); all (default) = core + helm.
 #   chainsaw (no test uses it today) is built only when named.
 #   crane (packs the operator image, tests/image/build.sh) is built only when named.
+#   promtool (checks the chart's alerting rules, tests/helm/render.sh) is built only when named.
+#   monitoring-crds (the ServiceMonitor, PodMonitor and PrometheusRule CRDs, copied from the
+#   prometheus-operator module; tests/helm/render.sh dry-runs the chart's monitoring objects
+#   against them) only when named.
 # Env:   NODEWRIGHT_BUILD_JOBS (default 2) = go build -p; NODEWRIGHT_SKIP_OPTIONAL=1 skips helm in "all".
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,7 +36,8 @@ dirs_of() {
     all)  echo "$ETCD_BIN $KWOK_BIN $K8S_BIN"; [ "${NODEWRIGHT_SKIP_OPTIONAL:-0}" = 1 ] || echo "$HELM_BIN" ;;
     core) echo "$ETCD_BIN $KWOK_BIN $K8S_BIN" ;;
     k8s) echo "$K8S_BIN" ;; etcd) echo "$ETCD_BIN" ;; kwok) echo "$KWOK_BIN" ;; helm) echo "$HELM_BIN" ;;
-    crane) echo "$CRANE_BIN" ;; chainsaw) echo "$CHAINSAW_BIN" ;;
+    crane) echo "$CRANE_BIN" ;; chainsaw) echo "$CHAINSAW_BIN" ;; promtool) echo "$PROMTOOL_BIN" ;;
+    monitoring-crds) echo "$MONITORING_CRDS" ;;
     *) echo "$NODEWRIGHT_CACHE/bin/.unknown" ;;
   esac
 }
@@ -174,6 +179,29 @@ build_crane() {
   mark "$out" crane
 }
 
+build_promtool() {
+  local out=$PROMTOOL_BIN
+  if done_ "$out"; then log "promtool $PROMTOOL_VERSION: cached in $out"; return; fi
+  log "promtool $PROMTOOL_VERSION: building into $out (about 3 minutes on 2 cores)"
+  goinstall "$out" "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION" \
+    -ldflags="-s -w -X github.com/prometheus/common/version.Version=$PROMTOOL_VERSION"
+  "$out/promtool" --version
+  mark "$out" promtool
+}
+
+build_monitoring-crds() {
+  local out=$MONITORING_CRDS src k
+  if done_ "$out"; then log "monitoring CRDs $PROM_OPERATOR_VERSION: cached in $out"; return; fi
+  log "monitoring CRDs $PROM_OPERATOR_VERSION: copying into $out"
+  src=$(cd "$TMP" && go mod download -json "github.com/prometheus-operator/prometheus-operator@$PROM_OPERATOR_VERSION" | jq -r .Dir)
+  mkdir -p "$out"
+  for k in servicemonitors podmonitors prometheusrules; do
+    cp "$src/example/prometheus-operator-crd/monitoring.coreos.com_$k.yaml" "$out/"
+  done
+  chmod u+w "$out"/*.yaml
+  mark "$out" monitoring.coreos.com_servicemonitors.yaml monitoring.coreos.com_podmonitors.yaml monitoring.coreos.com_prometheusrules.yaml
+}
+
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(all)
 start=$(date +%s)
 for t in "${targets[@]}"; do
@@ -181,7 +209,7 @@ for t in "${targets[@]}"; do
     all)  build_etcd; build_kwok; build_k8s
           if [ "${NODEWRIGHT_SKIP_OPTIONAL:-0}" != 1 ]; then build_helm; fi ;;
     core) build_etcd; build_kwok; build_k8s ;;
-    k8s|etcd|kwok|helm|chainsaw|crane) "build_$t" ;;
+    k8s|etcd|kwok|helm|chainsaw|crane|promtool|monitoring-crds) "build_$t" ;;
     *) echo "build.sh: unknown target $t" >&2; exit 2 ;;
   esac
 done

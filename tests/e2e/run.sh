@@ -15,6 +15,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=env.sh
 . "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/env.sh"
+# shellcheck source=../cluster/lib.sh
+. "$ROOT/tests/cluster/lib.sh"   # wait_for (and versions.env); env.sh's ports and run dir win
 cd "$ROOT"
 started=$(date +%s)
 CLUSTER=$ROOT/tests/cluster
@@ -84,15 +86,12 @@ phase "kwok nodes ready"
 
 # --- 2. namespace, CRDs, webhooks ---------------------------------------------------------------
 kc get namespace nodewright >/dev/null 2>&1 || kc create namespace nodewright >/dev/null
-for _ in $(seq 1 120); do kc -n nodewright get serviceaccount default >/dev/null 2>&1 && break; sleep 0.5; done
+wait_for 60 "ServiceAccount nodewright/default" kc -n nodewright get serviceaccount default || exit 1
 kc apply --server-side --force-conflicts -f chart/files/crds/ >/dev/null
 # Right after the apply a CRD may have no status yet, which kubectl wait reports as an error
-# instead of waiting: retry for up to 60 s.
-for attempt in $(seq 1 12); do
-  kc wait --for=condition=Established --timeout=5s crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com >/dev/null 2>&1 && break
-  [ "$attempt" = 12 ] && { echo "CRDs not Established after 60 s: crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com" >&2; exit 1; }
-  sleep 0.5
-done
+# instead of waiting: retry (lib.sh wait_for) for up to 60 s.
+wait_for 60 "CRDs Established" kc wait --for=condition=Established --timeout=5s \
+  crd/nodewrights.nodewright.nvidia.com crd/deploymentpolicies.nodewright.nvidia.com || exit 1
 phase "namespace and CRDs installed"
 
 # --- 3. operator -------------------------------------------------------------------------------

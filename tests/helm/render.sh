@@ -3,10 +3,15 @@
 #   1. `helm lint --strict` with every values file in tests/helm/values/;
 #   2. golden renders: `helm template` of each values file equals tests/helm/golden/<name>.yaml,
 #      and its NOTES.txt (client-side install dry-run) equals golden/<name>.notes.txt;
+#      then the PrometheusRule's groups pass `promtool check rules` and `promtool test rules`
+#      with tests/helm/alerts-test.yaml (NODEWRIGHT_SKIP_PROMTOOL=1
+#      skips this; the first run builds promtool, about 3 minutes);
 #   3. refused values: each bad value in the table below makes `helm template` fail with the
 #      expected message (values.schema.json or templates/validations.yaml);
 #   4. every rendered object of every golden is accepted by a real kube-apiserver
-#      (`kubectl apply --dry-run=server`), when the local control plane binaries are built;
+#      (`kubectl apply --dry-run=server`; the ServiceMonitor, PodMonitor and PrometheusRule of the
+#      custom values against prometheus-operator's CRDs), when the local control plane binaries
+#      are built;
 #   5. CRD upgrade: `helm upgrade` from a previous chart whose CRD lacks a field adds the field,
 #      and rollback and uninstall keep both CRDs (`helm.sh/resource-policy: keep`).
 #
@@ -79,6 +84,33 @@ for c in "${cases[@]}"; do
     bad "golden $c.notes.txt differs (run tests/helm/render.sh --update and review the diff)"
   fi
 done
+
+# --- 2b. alerting rules -------------------------------------------------------------------------
+# The rule groups of the rendered PrometheusRule (monitoring.prometheusRule.enabled) must pass
+# `promtool check rules` (pinned promtool, tests/cluster/build.sh promtool) and hold every alert of
+# chart/files/monitoring/alerts.yaml; the unit tests of tests/helm/alerts-test.yaml must pass.
+if [ "${NODEWRIGHT_SKIP_PROMTOOL:-0}" = 1 ]; then
+  say "NODEWRIGHT_SKIP_PROMTOOL=1: skipping promtool check rules"
+else
+  [ -x "$PROMTOOL_BIN/promtool" ] || "$ROOT/tests/cluster/build.sh" promtool >&2
+  alerts=$(grep -c '^ *- alert:' chart/files/monitoring/alerts.yaml)
+  # spec: of the PrometheusRule, de-indented: a Prometheus rule file (groups: ...).
+  template --show-only templates/monitoring.yaml --set monitoring.prometheusRule.enabled=true \
+    | awk '/^kind: PrometheusRule$/ {r = 1} /^---/ {r = 0; s = 0} r && /^spec:$/ {s = 1; next} s {sub(/^  /, ""); print}' \
+    > "$WORK/rules.yaml"
+  if out=$("$PROMTOOL_BIN/promtool" check rules "$WORK/rules.yaml" 2>&1) \
+     && grep -q "SUCCESS: $alerts rules found" <<<"$out"; then
+    ok "promtool check rules (the chart's PrometheusRule): $alerts rules"
+  else
+    bad "promtool check rules (the chart's PrometheusRule, $alerts alerts expected)"; printf '%s\n' "$out" >&2
+  fi
+  cp "$HERE/alerts-test.yaml" "$WORK/"
+  if out=$("$PROMTOOL_BIN/promtool" test rules "$WORK/alerts-test.yaml" 2>&1); then
+    ok "promtool test rules (tests/helm/alerts-test.yaml): $(grep -c 'alertname:' "$HERE/alerts-test.yaml") alert evaluations"
+  else
+    bad "promtool test rules (tests/helm/alerts-test.yaml)"; printf '%s\n' "$out" >&2
+  fi
+fi
 
 # The commands of docs/user-guide.md "Install", verbatim (helm's default Kubernetes version).
 if out=$("$HELM" lint chart/ -n nodewright 2>&1); then ok "docs: helm lint chart/ -n nodewright"
@@ -157,9 +189,14 @@ else
   [ $was_up = 1 ] || trap 'rm -rf "$WORK"; "$ROOT/tests/cluster/down.sh" >/dev/null 2>&1 || true' EXIT
   export KUBECONFIG=$KUBECONFIG_PATH
   kc() { "$KUBECTL" --request-timeout=30s "$@"; }
-  # A server-side dry-run of namespaced objects needs the namespace; custom resources need no CRD
-  # because the chart renders none.
+  # A server-side dry-run of namespaced objects needs the namespace; the monitoring objects of the
+  # custom values need the monitoring.coreos.com CRDs (prometheus-operator's, build.sh monitoring-crds).
   kc get namespace "$NS" >/dev/null 2>&1 || kc create namespace "$NS" >/dev/null
+  "$ROOT/tests/cluster/build.sh" monitoring-crds >&2
+  kc apply --server-side --force-conflicts -f "$MONITORING_CRDS/" >/dev/null
+  wait_for 60 "monitoring.coreos.com CRDs Established" kc wait --for=condition=Established --timeout=5s \
+    crd/servicemonitors.monitoring.coreos.com crd/podmonitors.monitoring.coreos.com \
+    crd/prometheusrules.monitoring.coreos.com || bad "monitoring.coreos.com CRDs not Established"
   for c in "${cases[@]}"; do
     if out=$(kc apply --dry-run=server -f "$WORK/$c.yaml" 2>&1); then
       ok "kubectl apply --dry-run=server ($c): $(grep -c 'server dry run' <<<"$out") objects accepted"

@@ -41,11 +41,11 @@ fn trace_records_relist_then_differences_and_replays() {
     let mut rec = TraceRecorder::new(Box::new(buf.clone()), "nodewright", &env).expect("header");
     let at = Timestamp::UNIX_EPOCH;
     let s1 = Snapshot {
-        nodes: vec![node("a", "1"), node("b", "1")],
+        nodes: nodewright_core::shared([node("a", "1"), node("b", "1")]),
         ..Snapshot::default()
     };
     let s2 = Snapshot {
-        nodes: vec![node("a", "2")],
+        nodes: nodewright_core::shared([node("a", "2")]),
         ..Snapshot::default()
     };
     rec.pass(at, &s1, &Plan::default()).expect("pass 1");
@@ -91,7 +91,7 @@ fn a_full_trace_rotates_and_each_file_replays_alone() {
     let mut rec = TraceRecorder::create(&path, "nodewright", &BTreeMap::new(), 1).expect("create");
     let at = Timestamp::UNIX_EPOCH;
     let s1 = Snapshot {
-        nodes: vec![node("a", "1")],
+        nodes: nodewright_core::shared([node("a", "1")]),
         ..Snapshot::default()
     };
     rec.pass(at, &s1, &Plan::default()).expect("pass 1");
@@ -127,14 +127,14 @@ fn deletion_tombstones_of_both_kinds_read_back_in_the_simulator() {
             .unwrap_or_default()
     };
     let full = Snapshot {
-        nodewrights: vec![nodewright_crds::NodeWright {
+        nodewrights: nodewright_core::shared([nodewright_crds::NodeWright {
             metadata: meta("gone"),
             ..Default::default()
-        }],
-        policies: vec![nodewright_crds::DeploymentPolicy {
+        }]),
+        policies: nodewright_core::shared([nodewright_crds::DeploymentPolicy {
             metadata: meta("gone"),
             ..Default::default()
-        }],
+        }]),
         ..Snapshot::default()
     };
     let at = Timestamp::UNIX_EPOCH;

@@ -137,6 +137,7 @@ impl<'a> ExecutorIndex<'a> {
         let mut sorted: Vec<&'a Job> = snapshot
             .jobs
             .iter()
+            .map(|j| &**j)
             .filter(|j| in_namespace(&j.metadata.namespace))
             .collect();
         sorted.sort_by(|a, b| {

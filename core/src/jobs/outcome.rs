@@ -286,7 +286,7 @@ pub fn outcomes(
     let nodes: BTreeMap<&str, &Node> = snapshot
         .nodes
         .iter()
-        .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+        .filter_map(|n| Some((n.metadata.name.as_deref()?, &**n)))
         .collect();
     let mut states: BTreeMap<(&str, &str), Option<NodeState>> = BTreeMap::new();
     let mut out = Outcomes::default();

@@ -17,6 +17,7 @@ fn labelled<'a>(ctx: &Ctx<'a>, key: &str, value: &str) -> Vec<&'a ConfigMap> {
         .snap
         .config_maps
         .iter()
+        .map(|cm| &**cm)
         .filter(|cm| {
             cm.metadata
                 .namespace

@@ -52,7 +52,7 @@ impl<'a> Ctx<'a> {
         let nodes = snap
             .nodes
             .iter()
-            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, n)))
+            .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
         let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
         for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {

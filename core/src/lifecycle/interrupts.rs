@@ -171,13 +171,14 @@ fn tolerates_unschedulable(pod: &Pod) -> bool {
 /// [Ext] True when a PodDisruptionBudget selecting `pod` currently allows no disruption: the
 /// eviction would be refused (429), so the pod is a `PodDisruptionBudget` blocker and no eviction
 /// is attempted this pass (the throttle of §8.2.4 without a clock of its own).
-pub fn pdb_blocks(
+pub fn pdb_blocks<B: std::borrow::Borrow<k8s_openapi::api::policy::v1::PodDisruptionBudget>>(
     pod: &Pod,
-    pdbs: &[k8s_openapi::api::policy::v1::PodDisruptionBudget],
+    pdbs: &[B],
 ) -> Option<String> {
     let empty = std::collections::BTreeMap::new();
     let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
     pdbs.iter()
+        .map(|b| b.borrow())
         .filter(|b| b.metadata.namespace == pod.metadata.namespace)
         .filter(|b| {
             b.status

@@ -50,7 +50,7 @@ impl<'a> NwView<'a> {
     pub fn build(
         nw: &'a NodeWright,
         nodes: &[&'a Node],
-        policies: &'a [DeploymentPolicy],
+        policies: &'a [std::sync::Arc<DeploymentPolicy>],
         cache: &'a NodeStateCache,
         pass: &'a PassDocs<'a>,
     ) -> Result<Self, ViewError> {

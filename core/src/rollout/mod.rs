@@ -117,9 +117,9 @@ impl NodeView {
 }
 
 /// The policy `nw` references, if it exists among `policies`.
-pub fn find_policy<'a>(
+pub fn find_policy<'a, P: std::borrow::Borrow<DeploymentPolicy>>(
     nw: &NodeWright,
-    policies: &'a [DeploymentPolicy],
+    policies: &'a [P],
 ) -> Option<&'a DeploymentPolicy> {
     let name = nw.spec.deployment_policy.as_str();
     if name.is_empty() {
@@ -127,5 +127,6 @@ pub fn find_policy<'a>(
     }
     policies
         .iter()
+        .map(|p| p.borrow())
         .find(|p| p.metadata.name.as_deref() == Some(name))
 }

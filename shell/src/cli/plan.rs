@@ -236,6 +236,7 @@ pub fn build(
     let mut nws: Vec<_> = snapshot
         .nodewrights
         .iter()
+        .map(|nw| &**nw)
         .filter(|nw| only.is_none_or(|o| nw.metadata.name.as_deref() == Some(o)))
         .collect();
     nws.sort_by_key(|nw| (nw.spec.priority, nw.metadata.name.clone()));

@@ -34,6 +34,7 @@ pub fn blocking_reason(
 fn node_of<'a>(snap: &'a Snapshot, node: &str) -> Option<&'a Node> {
     snap.nodes
         .iter()
+        .map(|n| &**n)
         .find(|n| n.metadata.name.as_deref() == Some(node))
 }
 
@@ -183,7 +184,7 @@ pub fn compartment_of(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
 
 fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Item = &'a Job> {
     let nw = nw.to_string();
-    snap.jobs.iter().filter(move |j| {
+    snap.jobs.iter().map(|j| &**j).filter(move |j| {
         let l = j.metadata.labels.clone().unwrap_or_default();
         l.get(keys::LABEL_NAME) == Some(&nw)
             && l.get(keys::LABEL_NODE).map(String::as_str) == Some(node)

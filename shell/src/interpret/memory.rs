@@ -7,6 +7,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -131,7 +132,7 @@ impl MemoryPort {
 }
 
 fn highest_version(s: &Snapshot) -> u64 {
-    fn rvs<T: Resource>(items: &[T]) -> impl Iterator<Item = u64> + '_ {
+    fn rvs<T: Resource>(items: &[Arc<T>]) -> impl Iterator<Item = u64> + '_ {
         items
             .iter()
             .filter_map(|o| o.meta().resource_version.as_deref()?.parse().ok())
@@ -154,7 +155,7 @@ impl State {
     /// Applies `body` to the object `find` selects in `list`; returns it as stored.
     fn patch<T>(
         &mut self,
-        list: fn(&mut Snapshot) -> &mut Vec<T>,
+        list: fn(&mut Snapshot) -> &mut Vec<Arc<T>>,
         name: &str,
         body: &Value,
         status_only: bool,
@@ -166,38 +167,38 @@ impl State {
         let index = position(list(&mut self.snapshot), name)
             .ok_or_else(|| ApiError::NotFound(what.clone()))?;
         let current = list(&mut self.snapshot)[index].clone();
-        let mut next = merged(&current, body, status_only, &what)?;
-        if next != current {
+        let mut next = merged(current.as_ref(), body, status_only, &what)?;
+        if next != *current {
             self.bump(&mut next);
-            list(&mut self.snapshot)[index] = next.clone();
+            list(&mut self.snapshot)[index] = Arc::new(next.clone());
         }
         Ok(next)
     }
 }
 
-fn position<T: Resource>(list: &[T], name: &str) -> Option<usize> {
+fn position<T: Resource>(list: &[Arc<T>], name: &str) -> Option<usize> {
     list.iter()
         .position(|o| o.meta().name.as_deref() == Some(name))
 }
 
-fn find<T: Resource + Clone>(list: &[T], name: &str) -> Option<T> {
-    position(list, name).map(|i| list[i].clone())
+fn find<T: Resource + Clone>(list: &[Arc<T>], name: &str) -> Option<T> {
+    position(list, name).map(|i| list[i].as_ref().clone())
 }
 
-fn nodes(s: &mut Snapshot) -> &mut Vec<Node> {
+fn nodes(s: &mut Snapshot) -> &mut Vec<Arc<Node>> {
     &mut s.nodes
 }
 
-fn nodewrights(s: &mut Snapshot) -> &mut Vec<NodeWright> {
+fn nodewrights(s: &mut Snapshot) -> &mut Vec<Arc<NodeWright>> {
     &mut s.nodewrights
 }
 
-fn jobs(s: &mut Snapshot) -> &mut Vec<Job> {
+fn jobs(s: &mut Snapshot) -> &mut Vec<Arc<Job>> {
     &mut s.jobs
 }
 
 /// Removes the object named `name` whose uid is `uid` from `list`.
-fn remove<T: Resource>(list: &mut Vec<T>, name: &str, uid: &str) -> ApiResult<()> {
+fn remove<T: Resource>(list: &mut Vec<Arc<T>>, name: &str, uid: &str) -> ApiResult<()> {
     let i = position(list, name).ok_or_else(|| ApiError::NotFound(name.into()))?;
     if list[i].meta().uid.as_deref() != Some(uid) {
         return Err(ApiError::Conflict(format!(
@@ -221,11 +222,11 @@ impl ClusterPort for MemoryPort {
         self.with(|s| {
             let i = position(&s.snapshot.nodes, name)
                 .ok_or_else(|| ApiError::NotFound(format!("Node {name}")))?;
-            let mut node = s.snapshot.nodes[i].clone();
+            let mut node = s.snapshot.nodes[i].as_ref().clone();
             merge_conditions(&mut node, body);
-            if node != s.snapshot.nodes[i] {
+            if node != *s.snapshot.nodes[i] {
                 s.bump(&mut node);
-                s.snapshot.nodes[i] = node;
+                s.snapshot.nodes[i] = Arc::new(node);
             }
             Ok(())
         })
@@ -237,8 +238,13 @@ impl ClusterPort for MemoryPort {
 
     async fn list_jobs(&self, selector: &str) -> ApiResult<Vec<Job>> {
         Ok(self.with(|s| {
-            let hit = |j: &&Job| selects(j.metadata.labels.as_ref(), selector);
-            s.snapshot.jobs.iter().filter(hit).cloned().collect()
+            let hit = |j: &&Arc<Job>| selects(j.metadata.labels.as_ref(), selector);
+            s.snapshot
+                .jobs
+                .iter()
+                .filter(hit)
+                .map(|j| j.as_ref().clone())
+                .collect()
         }))
     }
 
@@ -251,7 +257,7 @@ impl ClusterPort for MemoryPort {
             let mut job = job.clone();
             job.metadata.uid = Some(format!("memory-{}", s.next_rv));
             s.bump(&mut job);
-            s.snapshot.jobs.push(job.clone());
+            s.snapshot.jobs.push(Arc::new(job.clone()));
             Ok(job)
         })
     }
@@ -272,7 +278,7 @@ impl ClusterPort for MemoryPort {
                 .chain(&snap.workload_pods)
                 .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
                 .filter(|p| selects(p.metadata.labels.as_ref(), selector))
-                .cloned()
+                .map(|p| p.as_ref().clone())
                 .collect()
         }))
     }
@@ -328,7 +334,7 @@ impl ClusterPort for MemoryPort {
             let mut cm = config_map.clone();
             cm.metadata.uid = Some(format!("memory-{}", s.next_rv));
             s.bump(&mut cm);
-            s.snapshot.config_maps.push(cm);
+            s.snapshot.config_maps.push(Arc::new(cm));
             Ok(())
         })
     }
@@ -346,7 +352,7 @@ impl ClusterPort for MemoryPort {
             let mut cm = config_map.clone();
             cm.metadata.uid = stored.uid.clone();
             s.bump(&mut cm);
-            s.snapshot.config_maps[i] = cm;
+            s.snapshot.config_maps[i] = Arc::new(cm);
             Ok(())
         })
     }
@@ -413,7 +419,7 @@ mod tests {
     #[test]
     fn the_memory_port_stores_accepted_writes_with_a_new_resource_version() {
         let snapshot = Snapshot {
-            nodes: vec![node("a", "7")],
+            nodes: vec![Arc::new(node("a", "7"))],
             ..Snapshot::default()
         };
         let port = MemoryPort::new(snapshot, jiff::Timestamp::UNIX_EPOCH);
@@ -421,7 +427,7 @@ mod tests {
         futures::executor::block_on(port.patch_node("a", &body)).unwrap();
         let again = futures::executor::block_on(port.patch_node("a", &body));
         assert!(again.unwrap_err().is_conflict(), "the version moved");
-        let stored = port.into_snapshot().nodes.remove(0);
+        let stored = port.into_snapshot().nodes.remove(0).as_ref().clone();
         assert_eq!(stored.metadata.resource_version.as_deref(), Some("8"));
         assert_eq!(stored.metadata.annotations.unwrap()["k"], "v");
         assert!(selects(Some(&[("a".into(), "1".into())].into()), "a=1"));

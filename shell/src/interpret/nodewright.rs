@@ -61,7 +61,7 @@ impl<P: ClusterPort> Interpreter<P> {
             .nodewrights
             .iter()
             .find(|nw| nw.metadata.name.as_deref() == Some(name))
-            .cloned();
+            .map(|nw| (**nw).clone());
         for attempt in 0..self.conflict_attempts {
             if seen.is_none() || attempt > 0 {
                 seen = match self.port.get_nodewright(name).await {

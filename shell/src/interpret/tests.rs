@@ -1018,7 +1018,7 @@ async fn r13_7_status_merge_patch_of_changed_fields_only() {
         ..NodeWrightStatus::default()
     };
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &[], Some(old))],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &[], Some(old)))],
         ..Snapshot::default()
     };
     let (client, task) = fake(vec![expect(
@@ -1045,7 +1045,7 @@ async fn r13_7_status_merge_patch_of_changed_fields_only() {
 
 fn changed_status(snapshot_rv: &str) -> (Snapshot, Effect) {
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright(snapshot_rv, &[], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright(snapshot_rv, &[], None))],
         ..Snapshot::default()
     };
     let effect = Effect::PatchStatus {
@@ -1115,7 +1115,7 @@ async fn r13_7_unchanged_status_is_not_written() {
         ..NodeWrightStatus::default()
     };
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &[], Some(s.clone()))],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &[], Some(s.clone())))],
         ..Snapshot::default()
     };
     let (client, task) = fake(vec![]);
@@ -1133,7 +1133,7 @@ async fn r13_7_unchanged_status_is_not_written() {
 #[tokio::test]
 async fn b5_add_finalizer_with_rv_lock_and_conflict_reread() {
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &["other"], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &["other"], None))],
         ..Snapshot::default()
     };
     let fresh =
@@ -1182,7 +1182,11 @@ async fn b5_add_finalizer_with_rv_lock_and_conflict_reread() {
 #[tokio::test]
 async fn b5_remove_finalizer_uid_mismatch_dropped_and_absent_noop() {
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &[keys::FINALIZER], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright(
+            "1",
+            &[keys::FINALIZER],
+            None,
+        ))],
         ..Snapshot::default()
     };
     let (client, task) = fake(vec![]);
@@ -1201,7 +1205,7 @@ async fn b5_remove_finalizer_uid_mismatch_dropped_and_absent_noop() {
         uid: "nwu".into(),
     };
     let no_finalizer = Snapshot {
-        nodewrights: vec![nodewright("1", &[], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &[], None))],
         ..Snapshot::default()
     };
     assert!(matches!(
@@ -1370,7 +1374,7 @@ async fn event_for_cluster_scoped_object_goes_to_default_namespace() {
 #[tokio::test]
 async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &[], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &[], None))],
         ..Snapshot::default()
     };
     let (client, task) = fake(vec![
@@ -1552,7 +1556,7 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
         expect("POST", jobs, 201, created),
     ]);
     let snapshot = Snapshot {
-        nodewrights: vec![nodewright("1", &[], None)],
+        nodewrights: vec![std::sync::Arc::new(nodewright("1", &[], None))],
         ..Snapshot::default()
     };
     let plan = Plan {

@@ -126,6 +126,10 @@ pub enum Action {
         /// Length of the pause.
         #[serde(rename = "for")]
         pause_for: Dur,
+        /// With `afterEffects`: the rest of the plan had already passed the write fence and was
+        /// sent before the pause (requests in flight); it lands when the pause ends, unchecked.
+        #[serde(default)]
+        in_flight: bool,
     },
     /// Replace one replica's lease faults (hung or late lease writes, lease conflicts).
     LeaseFaults {

@@ -412,6 +412,7 @@ fn random_action(
             replica: None,
             after_effects: Some(rng.below(4) as usize),
             pause_for: Dur(if rng.chance(0.5) { 25_000 } else { 8_000 }),
+            in_flight: false,
         },
     })
 }

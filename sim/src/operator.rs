@@ -116,7 +116,8 @@ pub struct Operator {
     last_relist: SimTime,
     /// Consecutive failing passes (the shell's backoff input).
     failures: u32,
-    zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
+    /// The rest of a plan stopped by a pause: (resume time, snapshot, effects, already sent).
+    zombie: Option<(SimTime, Snapshot, Vec<Effect>, bool)>,
     rng: Rng,
     snapshot: Option<Snapshot>,
     finalizer_chain: Arc<Mutex<FinalizerChain>>,
@@ -249,11 +250,16 @@ impl Operator {
         }
         // A pass stopped mid-plan resumes before the lease task notices anything: the fence
         // alone decides whether its remaining writes go out.
-        if let Some((t, snapshot, effects)) = self.zombie.take() {
+        if let Some((t, snapshot, effects, sent)) = self.zombie.take() {
             if now >= t {
-                self.apply(world, checker, &snapshot, &effects, now, u64::MAX);
+                let mode = if sent {
+                    Sending::InFlight
+                } else {
+                    Sending::Fenced
+                };
+                self.apply(world, checker, &snapshot, &effects, now, u64::MAX, mode);
             } else {
-                self.zombie = Some((t, snapshot, effects));
+                self.zombie = Some((t, snapshot, effects, sent));
             }
         }
         self.campaign(world, now);
@@ -386,13 +392,18 @@ impl Operator {
             &plan.effects[..limit],
             now,
             self.passes,
+            Sending::Fenced,
         );
         match cut {
             Some(Interrupt::Crash { down, .. }) => return self.crash(now, down),
-            Some(Interrupt::Pause { pause_for, .. }) => {
+            Some(Interrupt::Pause {
+                pause_for,
+                in_flight,
+                ..
+            }) => {
                 self.pause(now, pause_for);
                 let rest = plan.effects[limit..].to_vec();
-                self.zombie = Some((now + pause_for.max(1), snapshot, rest));
+                self.zombie = Some((now + pause_for.max(1), snapshot, rest, in_flight));
                 return;
             }
             None => {}
@@ -418,12 +429,14 @@ impl Operator {
         effects: &[Effect],
         now: SimTime,
         pass: u64,
+        mode: Sending,
     ) -> Report {
         let config = PortConfig {
             namespace: self.options.namespace.clone(),
             conflict_probability: self.faults.conflicts,
             deny_job_deletes: self.faults.deny_job_deletes,
-            fenced: !self.candidate.as_ref().is_none_or(|c| c.admits(now)),
+            fenced: mode == Sending::Fenced
+                && !self.candidate.as_ref().is_none_or(|c| c.admits(now)),
         };
         let log_before = world.store.log.len();
         let cache = std::mem::take(&mut self.cache);
@@ -437,7 +450,7 @@ impl Operator {
         self.events.append(&mut port.take_events());
         drop(port);
         self.cache = cache;
-        if world.store.log.len() != log_before {
+        if world.store.log.len() != log_before && mode == Sending::Fenced {
             self.last_write = Some(now);
         }
         for (index, (kind, outcome)) in report.outcomes.iter().enumerate() {
@@ -476,6 +489,9 @@ pub enum Interrupt {
         after: usize,
         /// Length of the pause.
         pause_for: SimTime,
+        /// The rest was already sent (it passed the fence before the pause) and lands when the
+        /// pause ends.
+        in_flight: bool,
     },
 }
 
@@ -486,4 +502,14 @@ impl Interrupt {
             Interrupt::Crash { after, .. } | Interrupt::Pause { after, .. } => *after,
         }
     }
+}
+
+/// How a stretch of effects meets the write fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sending {
+    /// Each write is checked against the fence right before it is sent.
+    Fenced,
+    /// The writes passed the fence before a pause and were in flight since: they land now,
+    /// unchecked, and are not this replica's writes of this instant (L1 looks at sends).
+    InFlight,
 }

@@ -175,6 +175,7 @@ impl Simulation {
                     replica,
                     after_effects,
                     pause_for,
+                    in_flight,
                 } => {
                     let i = self.target(*replica);
                     match after_effects {
@@ -182,6 +183,7 @@ impl Simulation {
                             let cut = Interrupt::Pause {
                                 after: *after,
                                 pause_for: pause_for.0,
+                                in_flight: *in_flight,
                             };
                             self.interrupt(i, cut, now);
                         }

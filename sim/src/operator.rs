@@ -257,7 +257,8 @@ impl Operator {
                 } else {
                     Sending::Fenced
                 };
-                self.apply(world, checker, &snapshot, &effects, now, u64::MAX, mode);
+                let from = Stretch::Resumed(mode);
+                self.apply(world, checker, &snapshot, &effects, now, from);
             } else {
                 self.zombie = Some((t, snapshot, effects, sent));
             }
@@ -391,8 +392,7 @@ impl Operator {
             &snapshot,
             &plan.effects[..limit],
             now,
-            self.passes,
-            Sending::Fenced,
+            Stretch::Pass(self.passes),
         );
         match cut {
             Some(Interrupt::Crash { down, .. }) => return self.crash(now, down),
@@ -428,9 +428,12 @@ impl Operator {
         snapshot: &Snapshot,
         effects: &[Effect],
         now: SimTime,
-        pass: u64,
-        mode: Sending,
+        from: Stretch,
     ) -> Report {
+        let (pass, mode) = match from {
+            Stretch::Pass(pass) => (pass, Sending::Fenced),
+            Stretch::Resumed(mode) => (u64::MAX, mode),
+        };
         let config = PortConfig {
             namespace: self.options.namespace.clone(),
             conflict_probability: self.faults.conflicts,
@@ -512,4 +515,13 @@ pub enum Sending {
     /// The writes passed the fence before a pause and were in flight since: they land now,
     /// unchecked, and are not this replica's writes of this instant (L1 looks at sends).
     InFlight,
+}
+
+/// Where a stretch of effects comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stretch {
+    /// The plan of pass number `n`.
+    Pass(u64),
+    /// The rest of a plan, when a pause ends.
+    Resumed(Sending),
 }

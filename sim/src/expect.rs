@@ -69,6 +69,10 @@ pub struct Expect {
     /// Events the operator emitted over the run so far.
     #[serde(default)]
     pub events: Vec<EventExpect>,
+    /// With `leaderElection`: the replicas that became leader, in order (`replica-0`, ...; a
+    /// restarted replica is `replica-<i>-r<restarts>`).
+    #[serde(default)]
+    pub leaders: Option<Vec<String>>,
     /// The final expectations must be met by this time.
     #[serde(default)]
     pub within: Option<Dur>,
@@ -361,6 +365,9 @@ impl Expect {
         }
         for e in &self.events {
             e.check(&history.events, report);
+        }
+        if let Some(want) = self.leaders.as_ref().filter(|w| **w != history.leaders) {
+            report.fail(format!("leaders were {:?}, want {want:?}", history.leaders));
         }
     }
 

@@ -21,6 +21,8 @@ pub struct History {
     pods: BTreeMap<String, String>,
     /// Events the operator emitted, in order.
     pub events: Vec<EventSpec>,
+    /// Replicas that became leader, in order (with leader election).
+    pub leaders: Vec<String>,
 }
 
 impl History {

@@ -713,6 +713,90 @@ fn t13_completed_uninstall_interrupt_entry_is_removed() {
     assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
 }
 
+/// Explore seed 5032: the request was withdrawn during uninstall-interrupt on a cordoned node.
+/// The pass that removes the entry (T13) must not also start the first install, or the one
+/// node write carries (uninstall-interrupt, complete) -> (apply, in_progress) (invariant 16.11).
+#[test]
+fn t13_inv16_11_removal_is_written_before_the_reinstall_starts() {
+    let n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry(
+            "dexter",
+            "1.2.3",
+            Stage::UninstallInterrupt,
+            State::Complete,
+        )],
+    );
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let removing = (0..10)
+        .map(|_| step(&mut s))
+        .find(|plan| {
+            plan.effects.iter().any(|e| match e {
+                Effect::PatchNode(p) => p.state.iter().any(|w| w.set.is_none()),
+                _ => false,
+            })
+        })
+        .expect("a pass removes the entry");
+    assert!(
+        created(&removing).is_empty(),
+        "no start in the removing pass"
+    );
+    assert!(removing.requeue_after.is_some());
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "apply".to_string())]
+    );
+}
+
+/// Explore seed 5270: a tracked config update without a matching configInterrupt makes D2
+/// HasInterrupt false, but T11 entered uninstall-interrupt because the package's own `interrupt` is
+/// set; the gate must still fire that executor (§7.5 step 6), or the entry waits forever.
+#[test]
+fn t11_d2_uninstall_interrupt_fires_while_a_config_update_is_tracked() {
+    let mut n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true),
+        "dexter",
+        InterruptType::Noop,
+        &[],
+    );
+    let mut status = nodewright_crds::NodeWrightStatus::default();
+    status
+        .config_updates
+        .insert("dexter".into(), vec!["config.yaml".into()]);
+    n.status = Some(status);
+    let updates = n.status.as_ref().unwrap().config_updates.clone();
+    let pkg = n.spec.packages.get("dexter").cloned().unwrap();
+    assert!(!predicates::has_interrupt(&pkg, &updates), "D2 reads false");
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry(
+            "dexter",
+            "1.2.3",
+            Stage::UninstallInterrupt,
+            State::InProgress,
+        )],
+    );
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(vec![n], vec![n1]);
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "uninstall-interrupt".to_string())]
+    );
+}
+
 #[test]
 fn t15_cancelled_uninstall_returns_to_apply() {
     let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", false);

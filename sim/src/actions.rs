@@ -1,6 +1,7 @@
 //! User actions and faults a scenario schedules on its timeline.
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use nodewright_crds::{DeploymentPolicy, NodeState, NodeWright, PackageStatus, keys};
@@ -100,7 +101,7 @@ pub enum Action {
         /// The entry.
         entry: PackageStatus,
     },
-    /// The operator crashes during its next pass after `afterEffects` effects.
+    /// An operator replica crashes during its next pass after `afterEffects` effects.
     CrashOperator {
         /// Effects applied before the crash.
         #[serde(default)]
@@ -108,19 +109,36 @@ pub enum Action {
         /// Downtime.
         #[serde(default = "default_restart")]
         down: Dur,
+        /// Replica index (with `leaderElection`); default: the one leading now.
+        #[serde(default)]
+        replica: Option<usize>,
     },
-    /// Leadership moves: the old leader stops mid-plan and (with `lateEffects`) writes the rest of
-    /// its plan after the new leader started.
-    LeaderChange {
-        /// Effects applied before the change.
+    /// A replica stops the world (a long GC pause, SIGSTOP) for `for`: no lease renewals, no
+    /// passes, no watch events. With `afterEffects` it stops during its next pass that has more
+    /// effects than that, after that many, and sends the rest of the plan when it resumes,
+    /// through its write fence.
+    PauseReplica {
+        /// Replica index; default: the one leading now.
         #[serde(default)]
-        after_effects: usize,
-        /// Lease takeover time.
-        #[serde(default = "default_lease")]
-        down: Dur,
-        /// The deposed leader's remaining effects land late.
+        replica: Option<usize>,
+        /// Stop mid-pass after this many effects (default: stop at once).
         #[serde(default)]
-        late_effects: bool,
+        after_effects: Option<usize>,
+        /// Length of the pause.
+        #[serde(rename = "for")]
+        pause_for: Dur,
+        /// With `afterEffects`: the rest of the plan had already passed the write fence and was
+        /// sent before the pause (requests in flight); it lands when the pause ends, unchecked.
+        #[serde(default)]
+        in_flight: bool,
+    },
+    /// Replace one replica's lease faults (hung or late lease writes, lease conflicts).
+    LeaseFaults {
+        /// Replica index; default: the one leading now.
+        #[serde(default)]
+        replica: Option<usize>,
+        /// New lease faults.
+        faults: crate::leader::LeaseFaults,
     },
     /// Nothing; makes the simulation stop at this instant (used for checkpoints).
     Mark,
@@ -137,10 +155,6 @@ fn default_down() -> Dur {
 
 fn default_restart() -> Dur {
     Dur(5_000)
-}
-
-fn default_lease() -> Dur {
-    Dur(15_000)
 }
 
 /// An action at a time.
@@ -199,6 +213,7 @@ pub fn apply_object(world: &mut World, value: Value) -> Result<(), String> {
         AnyObject::Pod(o) => upsert(world, *o),
         AnyObject::ConfigMap(o) => upsert(world, *o),
         AnyObject::PodDisruptionBudget(o) => upsert(world, *o),
+        AnyObject::Lease(o) => upsert(world, *o),
     }
 }
 
@@ -245,6 +260,7 @@ fn delete_object(
         Kind::PodDisruptionBudget => world
             .store
             .delete::<PodDisruptionBudget>(ns, name, None, bg, false),
+        Kind::Lease => world.store.delete::<Lease>(ns, name, None, bg, false),
     }
 }
 
@@ -292,6 +308,7 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
                 Kind::PodDisruptionBudget => {
                     patch_object::<PodDisruptionBudget>(world, ns, name, patch)
                 }
+                Kind::Lease => patch_object::<Lease>(world, ns, name, patch),
             }
         }
         Action::Delete {
@@ -367,7 +384,8 @@ pub fn run_world_action(world: &mut World, action: &Action, now: SimTime) -> Res
             edit_entry(world, node, nodewright, move |d| d.upsert(entry))
         }
         Action::CrashOperator { .. }
-        | Action::LeaderChange { .. }
+        | Action::PauseReplica { .. }
+        | Action::LeaseFaults { .. }
         | Action::Faults { .. }
         | Action::Mark => Ok(()),
     }

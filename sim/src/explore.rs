@@ -261,6 +261,15 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
     // Drawn last, so seeds without uninstall cycles keep their earlier scenarios.
     let cycles = crate::cycles::uninstall_cycles(&mut rng, &mut objects, faults_stop + 120_000);
     timeline.extend(cycles);
+    // Also drawn last: replicas campaigning for the lease, with lease faults while faults last.
+    let pauses = timeline
+        .iter()
+        .any(|a| matches!(a.action, Action::PauseReplica { .. }));
+    let leader_election = (pauses || rng.chance(0.2)).then(|| {
+        let (election, faults) = crate::leader::random_election(&mut rng, faults_stop);
+        timeline.extend(faults);
+        election
+    });
     let mut expect = Expect::default();
     if converge {
         for name in &names {
@@ -285,6 +294,7 @@ pub fn random_scenario(seed: u64, converge: bool) -> Scenario {
         run_for: (!converge).then_some(Dur(faults_stop + 3 * 60_000)),
         expect,
         options: BTreeMap::new(),
+        leader_election,
         ..Default::default()
     }
 }
@@ -394,11 +404,15 @@ fn random_action(
         5 => Action::CrashOperator {
             after_effects: rng.below(4) as usize,
             down: Dur(rng.range(1, 20) * 1000),
+            replica: None,
         },
-        _ => Action::LeaderChange {
-            after_effects: rng.below(4) as usize,
-            down: Dur(15_000),
-            late_effects: rng.chance(0.5),
+        // The leader stops the world mid-pass: long enough for a standby to take over, or
+        // short enough that it keeps the lease but its window may have passed.
+        _ => Action::PauseReplica {
+            replica: None,
+            after_effects: Some(rng.below(4) as usize),
+            pause_for: Dur(if rng.chance(0.5) { 25_000 } else { 8_000 }),
+            in_flight: false,
         },
     })
 }

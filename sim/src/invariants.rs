@@ -15,6 +15,9 @@ use crate::time::SimTime;
 use nodewright_core::effect::EntryTransition;
 
 mod merge_safety;
+mod single_writer;
+
+pub use single_writer::ReplicaView;
 
 /// One broken invariant.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

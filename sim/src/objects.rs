@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -28,6 +29,8 @@ pub enum Kind {
     ConfigMap,
     /// policy/v1 PodDisruptionBudget.
     PodDisruptionBudget,
+    /// coordination.k8s.io/v1 Lease (leader election).
+    Lease,
 }
 
 impl Kind {
@@ -41,6 +44,7 @@ impl Kind {
             "Pod" => Kind::Pod,
             "ConfigMap" => Kind::ConfigMap,
             "PodDisruptionBudget" => Kind::PodDisruptionBudget,
+            "Lease" => Kind::Lease,
             _ => return None,
         })
     }
@@ -92,6 +96,7 @@ object!(Job, Job, jobs);
 object!(Pod, Pod, pods);
 object!(ConfigMap, ConfigMap, config_maps);
 object!(PodDisruptionBudget, PodDisruptionBudget, pdbs);
+object!(Lease, Lease, leases);
 
 /// The storage key of an object: `name` for cluster-scoped kinds, `namespace/name` otherwise.
 pub fn key_of(meta: &ObjectMeta) -> String {
@@ -126,6 +131,8 @@ pub struct Objects {
     pub config_maps: BTreeMap<String, ConfigMap>,
     /// PodDisruptionBudgets.
     pub pdbs: BTreeMap<String, PodDisruptionBudget>,
+    /// Leases (leader election; the operator's cache does not watch them).
+    pub leases: BTreeMap<String, Lease>,
 }
 
 impl Objects {
@@ -146,6 +153,7 @@ impl Objects {
             AnyObject::Pod(o) => put!(o),
             AnyObject::ConfigMap(o) => put!(o),
             AnyObject::PodDisruptionBudget(o) => put!(o),
+            AnyObject::Lease(o) => put!(o),
         }
     }
 
@@ -160,10 +168,11 @@ impl Objects {
             Kind::Pod => drop(self.pods.remove(&k)),
             Kind::ConfigMap => drop(self.config_maps.remove(&k)),
             Kind::PodDisruptionBudget => drop(self.pdbs.remove(&k)),
+            Kind::Lease => drop(self.leases.remove(&k)),
         }
     }
 
-    /// Every object, kinds in a fixed order.
+    /// Every object the operator reads, kinds in a fixed order (Leases are not among them).
     pub fn all(&self) -> Vec<AnyObject> {
         let mut out: Vec<AnyObject> = Vec::new();
         out.extend(self.nodes.values().cloned().map(Object::wrap));
@@ -188,6 +197,7 @@ impl Objects {
             .chain(uids(&self.pods))
             .chain(uids(&self.config_maps))
             .chain(uids(&self.pdbs))
+            .chain(uids(&self.leases))
             .collect()
     }
 }
@@ -209,6 +219,8 @@ pub enum AnyObject {
     ConfigMap(Box<ConfigMap>),
     /// A PodDisruptionBudget.
     PodDisruptionBudget(Box<PodDisruptionBudget>),
+    /// A Lease.
+    Lease(Box<Lease>),
 }
 
 impl AnyObject {
@@ -222,6 +234,7 @@ impl AnyObject {
             AnyObject::Pod(_) => Kind::Pod,
             AnyObject::ConfigMap(_) => Kind::ConfigMap,
             AnyObject::PodDisruptionBudget(_) => Kind::PodDisruptionBudget,
+            AnyObject::Lease(_) => Kind::Lease,
         }
     }
 
@@ -235,6 +248,7 @@ impl AnyObject {
             AnyObject::Pod(o) => &o.metadata,
             AnyObject::ConfigMap(o) => &o.metadata,
             AnyObject::PodDisruptionBudget(o) => &o.metadata,
+            AnyObject::Lease(o) => &o.metadata,
         }
     }
 
@@ -249,6 +263,7 @@ impl AnyObject {
             AnyObject::Pod(o) => serde_json::to_value(o),
             AnyObject::ConfigMap(o) => serde_json::to_value(o),
             AnyObject::PodDisruptionBudget(o) => serde_json::to_value(o),
+            AnyObject::Lease(o) => serde_json::to_value(o),
         }
         .expect("objects serialize");
         let (api_version, kind) = api_version_kind(self.kind());
@@ -284,6 +299,7 @@ impl AnyObject {
             Kind::Pod => AnyObject::Pod(read(value)?),
             Kind::ConfigMap => AnyObject::ConfigMap(read(value)?),
             Kind::PodDisruptionBudget => AnyObject::PodDisruptionBudget(read(value)?),
+            Kind::Lease => AnyObject::Lease(read(value)?),
         })
     }
 }
@@ -298,6 +314,7 @@ pub fn api_version_kind(kind: Kind) -> (&'static str, &'static str) {
         Kind::Pod => ("v1", "Pod"),
         Kind::ConfigMap => ("v1", "ConfigMap"),
         Kind::PodDisruptionBudget => ("policy/v1", "PodDisruptionBudget"),
+        Kind::Lease => ("coordination.k8s.io/v1", "Lease"),
     }
 }
 

@@ -1,5 +1,7 @@
-//! The operator model: a watch-fed cache (with lag and lost events), the real core run on
-//! snapshots of it, the interpreter applying the plan, and crashes, restarts and leader changes.
+//! One operator replica: a watch-fed cache (with lag and lost events), the real core run on
+//! snapshots of it, the interpreter applying the plan, crashes, restarts and stop-the-world
+//! pauses, and (with leader election) the operator's lease machine deciding when it runs passes
+//! and its write fence deciding which writes leave it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -8,11 +10,13 @@ use jiff::Timestamp;
 use nodewright_core::effect::FinalizerChain;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
 use nodewright_shell::interpret::{EventRecorder, Interpreter, Report};
+use nodewright_shell::leader::Change;
 use nodewright_shell::runner::{DEBOUNCE, next_delay};
 use nodewright_shell::trace::TraceOutcome;
 use serde::{Deserialize, Serialize};
 
 use crate::invariants::Checker;
+use crate::leader::Candidate;
 use crate::objects::AnyObject;
 use crate::objects::Objects;
 use crate::port::{PortConfig, SimPort};
@@ -93,8 +97,17 @@ pub struct Operator {
     pub trace: Option<Vec<Record>>,
     /// Check that two runs of the core on one snapshot agree (I21).
     pub check_determinism: bool,
-    /// Crash during the next pass after this many effects.
-    pub crash_next_pass: Option<(usize, SimTime, bool)>,
+    /// Cut the next pass short.
+    pub interrupt_next_pass: Option<Interrupt>,
+    /// This replica's campaign for the lease (`None`: leader election off, always leading).
+    pub candidate: Option<Candidate>,
+    /// Stopped the world until then (a long GC pause, SIGSTOP).
+    pub paused_until: Option<SimTime>,
+    /// Collects the interpreter's log lines, when the scenario expects some.
+    pub logs: Option<crate::logs::LogSink>,
+    /// Last virtual time a write of this replica reached the apiserver.
+    pub last_write: Option<SimTime>,
+    restarts: u32,
     /// Jobs whose marker write a `crashBefore` fault already crashed before.
     marker_crashes: crate::crash_points::MarkerCrashes,
     /// Events emitted.
@@ -105,7 +118,8 @@ pub struct Operator {
     last_relist: SimTime,
     /// Consecutive failing passes (the shell's backoff input).
     failures: u32,
-    zombie: Option<(SimTime, Snapshot, Vec<Effect>)>,
+    /// The rest of a plan stopped by a pause: (resume time, snapshot, effects, already sent).
+    zombie: Option<(SimTime, Snapshot, Vec<Effect>, bool)>,
     rng: Rng,
     snapshot: Option<Snapshot>,
     finalizer_chain: Arc<Mutex<FinalizerChain>>,
@@ -128,7 +142,12 @@ impl Operator {
             outcomes: BTreeMap::new(),
             trace: None,
             check_determinism: true,
-            crash_next_pass: None,
+            interrupt_next_pass: None,
+            candidate: None,
+            paused_until: None,
+            last_write: None,
+            logs: None,
+            restarts: 0,
             marker_crashes: Default::default(),
             events: Vec::new(),
             cursor: 0,
@@ -148,12 +167,14 @@ impl Operator {
     /// Fills the cache from a full list and schedules the first pass.
     pub fn start(&mut self, world: &World, now: SimTime) {
         self.relist(world, now);
-        self.next_pass = Some(now);
+        // A candidate starts passes when it acquires the lease.
+        self.next_pass = self.runs_passes().then_some(now);
     }
 
     fn relist(&mut self, world: &World, now: SimTime) {
         self.snapshot = None;
         self.cache = world.store.objects.clone();
+        self.cache.leases.clear();
         self.cursor = world.store.log.len();
         self.inflight.clear();
         self.last_relist = now;
@@ -168,10 +189,11 @@ impl Operator {
 
     /// When the operator next does something on its own.
     pub fn next_wakeup(&self) -> Option<SimTime> {
-        if let Some(t) = self.down_until {
+        if let Some(t) = self.down_until.or(self.paused_until) {
             return Some(t);
         }
         let mut times: Vec<SimTime> = self.inflight.iter().map(|(t, _)| *t).collect();
+        times.extend(self.candidate.as_ref().map(Candidate::next_wakeup));
         times.extend(self.next_pass);
         times.extend(self.zombie.as_ref().map(|z| z.0));
         let relist = self.relist_period();
@@ -191,12 +213,28 @@ impl Operator {
         }
     }
 
-    /// Crashes now; with `late_effects` the remaining effects of the interrupted plan are applied
-    /// later by the deposed leader.
+    /// Crashes now and restarts after `down_for`; a crashed process writes nothing, and a
+    /// restarted one campaigns under a new identity (the operator's identity carries a
+    /// per-process suffix).
     pub fn crash(&mut self, now: SimTime, down_for: SimTime) {
         self.down_until = Some(now + down_for.max(1));
         self.next_pass = None;
         self.inflight.clear();
+        self.zombie = None;
+        if let Some(c) = self.candidate.as_mut() {
+            c.stop();
+        }
+    }
+
+    /// Stops the world now for `pause_for`: nothing of this replica runs, its lease renewals
+    /// included; a pass it was in resumes where it stopped.
+    pub fn pause(&mut self, now: SimTime, pause_for: SimTime) {
+        self.paused_until = Some(now + pause_for.max(1));
+    }
+
+    /// True when this replica runs passes (it leads, or leader election is off).
+    pub fn runs_passes(&self) -> bool {
+        self.candidate.as_ref().is_none_or(Candidate::leading)
     }
 
     /// Advances the operator to `now`: deliver watch events, maybe run a pass.
@@ -206,35 +244,75 @@ impl Operator {
                 self.cursor = world.store.log.len();
                 return;
             }
-            self.down_until = None;
-            self.relist(world, now);
-            self.next_pass = Some(now);
+            self.restart(world, now);
         }
+        if let Some(t) = self.paused_until {
+            if now < t {
+                return;
+            }
+            self.paused_until = None;
+        }
+        // A pass stopped mid-plan resumes before the lease task notices anything: the fence
+        // alone decides whether its remaining writes go out.
+        if let Some((t, snapshot, effects, sent)) = self.zombie.take() {
+            if now >= t {
+                let mode = if sent {
+                    Sending::InFlight
+                } else {
+                    Sending::Fenced
+                };
+                let from = Stretch::Resumed(mode);
+                self.apply(world, checker, &snapshot, &effects, now, from);
+            } else {
+                self.zombie = Some((t, snapshot, effects, sent));
+            }
+        }
+        self.campaign(world, now);
         let triggered = self.pull_events(world, now);
         let relist = self.relist_period();
         if relist > 0 && now >= self.last_relist + relist {
             self.relist(world, now);
         }
-        if triggered {
+        if triggered && self.runs_passes() {
             let soon = now + DEBOUNCE.as_millis() as SimTime;
             self.next_pass = Some(self.next_pass.map_or(soon, |t| t.min(soon)));
         }
-        if let Some((t, snapshot, effects)) = self.zombie.take() {
-            if now >= t {
-                self.apply(world, checker, &snapshot, &effects, now, u64::MAX);
-            } else {
-                self.zombie = Some((t, snapshot, effects));
-            }
-        }
         if self.next_pass.is_some_and(|t| t <= now) {
             self.next_pass = None;
-            self.pass(world, checker, now);
+            if self.runs_passes() {
+                self.pass(world, checker, now);
+            }
+        }
+    }
+
+    fn restart(&mut self, world: &World, now: SimTime) {
+        self.down_until = None;
+        self.restarts += 1;
+        self.relist(world, now);
+        match self.candidate.as_mut() {
+            Some(c) => *c = c.restarted(self.restarts, now),
+            None => self.next_pass = Some(now),
+        }
+    }
+
+    /// One step of the lease driver; passes start on `Acquired` and stop on `Lost`.
+    fn campaign(&mut self, world: &mut World, now: SimTime) {
+        let Some(c) = self.candidate.as_mut() else {
+            return;
+        };
+        match c.step(&mut world.store, &mut self.rng, now) {
+            Some(Change::Acquired) => self.next_pass = Some(now),
+            Some(Change::Lost) => self.next_pass = None,
+            None => {}
         }
     }
 
     fn pull_events(&mut self, world: &World, now: SimTime) -> bool {
         let log = &world.store.log;
         for (index, event) in log.iter().enumerate().skip(self.cursor) {
+            if event.object.kind() == crate::objects::Kind::Lease {
+                continue; // the operator's caches do not watch Leases
+            }
             if self.rng.chance(self.faults.drop_watch) {
                 self.dropped_since_relist = true;
                 continue;
@@ -303,30 +381,45 @@ impl Operator {
         if let Some(trace) = self.trace.as_mut() {
             trace.push(Record::pass(at, self.passes, &plan));
         }
-        let mut crash_at = self.crash_next_pass.take();
-        if let (None, Some(marker)) = (crash_at, self.faults.crash_before.as_deref()) {
-            let down = self.faults.restart_after.0.max(1_000);
-            crash_at = (self.marker_crashes.next(marker, &plan.effects)).map(|k| (k, down, false));
+        let down = self.faults.restart_after.0.max(1_000);
+        let mut cut = self.interrupt_next_pass.take();
+        if let Some(pause @ Interrupt::Pause { after, .. }) = cut
+            && plan.effects.len() <= after
+        {
+            // A pause mid-plan waits for a pass it can stop in the middle of.
+            self.interrupt_next_pass = Some(pause);
+            cut = None;
         }
-        if crash_at.is_none() && self.rng.chance(self.faults.crash) {
-            let k = self.rng.below(plan.effects.len() as u64 + 1) as usize;
-            crash_at = Some((k, self.faults.restart_after.0.max(1_000), false));
+        if let (None, Some(marker)) = (cut, self.faults.crash_before.as_deref()) {
+            cut = (self.marker_crashes.next(marker, &plan.effects))
+                .map(|after| Interrupt::Crash { after, down });
         }
-        let limit = crash_at.map_or(plan.effects.len(), |c| c.0.min(plan.effects.len()));
+        if cut.is_none() && self.rng.chance(self.faults.crash) {
+            let after = self.rng.below(plan.effects.len() as u64 + 1) as usize;
+            cut = Some(Interrupt::Crash { after, down });
+        }
+        let limit = cut.map_or(plan.effects.len(), |c| c.after().min(plan.effects.len()));
         let report = self.apply(
             world,
             checker,
             &snapshot,
             &plan.effects[..limit],
             now,
-            self.passes,
+            Stretch::Pass(self.passes),
         );
-        if let Some((k, down, late)) = crash_at {
-            self.crash(now, down);
-            if late && k < plan.effects.len() {
-                self.zombie = Some((now + down + 1_000, snapshot, plan.effects[k..].to_vec()));
+        match cut {
+            Some(Interrupt::Crash { down, .. }) => return self.crash(now, down),
+            Some(Interrupt::Pause {
+                pause_for,
+                in_flight,
+                ..
+            }) => {
+                self.pause(now, pause_for);
+                let rest = plan.effects[limit..].to_vec();
+                self.zombie = Some((now + pause_for.max(1), snapshot, rest, in_flight));
+                return;
             }
-            return;
+            None => {}
         }
         self.snapshot = Some(snapshot);
         // The shell's pass loop: consecutive failures back off, dropped or skipped effects
@@ -348,24 +441,38 @@ impl Operator {
         snapshot: &Snapshot,
         effects: &[Effect],
         now: SimTime,
-        pass: u64,
+        from: Stretch,
     ) -> Report {
+        let (pass, mode) = match from {
+            Stretch::Pass(pass) => (pass, Sending::Fenced),
+            Stretch::Resumed(mode) => (u64::MAX, mode),
+        };
         let config = PortConfig {
             namespace: self.options.namespace.clone(),
             conflict_probability: self.faults.conflicts,
             deny_job_deletes: self.faults.deny_job_deletes,
+            fenced: mode == Sending::Fenced
+                && !self.candidate.as_ref().is_none_or(|c| c.admits(now)),
         };
+        let log_before = world.store.log.len();
         let cache = std::mem::take(&mut self.cache);
         let port = SimPort::new(world, &cache, &config, &mut self.rng);
         let interpreter =
             Interpreter::with_port(port, &self.options.namespace, self.recorder.clone())
                 .with_finalizer_chain(self.finalizer_chain.clone());
-        let report = futures::executor::block_on(interpreter.apply_effects(snapshot, effects));
+        let run = || futures::executor::block_on(interpreter.apply_effects(snapshot, effects));
+        let report = match &self.logs {
+            Some(sink) => sink.capture(now, run),
+            None => run(),
+        };
         let port = interpreter.into_port();
         let written = port.take_written();
         self.events.append(&mut port.take_events());
         drop(port);
         self.cache = cache;
+        if world.store.log.len() != log_before && mode == Sending::Fenced {
+            self.last_write = Some(now);
+        }
         for (index, (kind, outcome)) in report.outcomes.iter().enumerate() {
             *self
                 .outcomes
@@ -383,4 +490,55 @@ impl Operator {
         checker.check_written(&written, &world.store.objects, now);
         report
     }
+}
+
+/// How a pass is cut short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupt {
+    /// The process dies after `after` effects and restarts after `down`.
+    Crash {
+        /// Effects sent before.
+        after: usize,
+        /// Downtime.
+        down: SimTime,
+    },
+    /// The process stops the world after `after` effects for `pause_for`; the rest of the plan
+    /// is sent when it resumes (through the write fence).
+    Pause {
+        /// Effects sent before.
+        after: usize,
+        /// Length of the pause.
+        pause_for: SimTime,
+        /// The rest was already sent (it passed the fence before the pause) and lands when the
+        /// pause ends.
+        in_flight: bool,
+    },
+}
+
+impl Interrupt {
+    /// Effects sent before the interruption.
+    pub fn after(&self) -> usize {
+        match self {
+            Interrupt::Crash { after, .. } | Interrupt::Pause { after, .. } => *after,
+        }
+    }
+}
+
+/// How a stretch of effects meets the write fence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sending {
+    /// Each write is checked against the fence right before it is sent.
+    Fenced,
+    /// The writes passed the fence before a pause and were in flight since: they land now,
+    /// unchecked, and are not this replica's writes of this instant (L1 looks at sends).
+    InFlight,
+}
+
+/// Where a stretch of effects comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stretch {
+    /// The plan of pass number `n`.
+    Pass(u64),
+    /// The rest of a plan, when a pause ends.
+    Resumed(Sending),
 }

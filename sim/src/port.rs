@@ -12,14 +12,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nodewright_core::effect::EntryTransition;
 use nodewright_core::{EventSpec, ObjectRef};
 use nodewright_crds::{NodeState, NodeWright, keys};
+use nodewright_shell::interpret::memory;
 use nodewright_shell::interpret::{ApiError, ApiResult, ClusterPort, Eviction};
-use nodewright_shell::merge;
 use serde_json::Value;
 
 use crate::objects::{Object, Objects};
@@ -53,6 +53,9 @@ pub struct PortConfig {
     pub conflict_probability: f64,
     /// Refuse Job deletions (a denying admission webhook).
     pub deny_job_deletes: bool,
+    /// The replica's write fence is closed: every write is refused before it is sent, as the
+    /// operator's client does (`leader::Fence`).
+    pub fenced: bool,
 }
 
 /// Annotation a simulated foreign writer bumps to provoke write conflicts.
@@ -141,8 +144,9 @@ fn api(e: store::ApiError, what: &str) -> ApiError {
 }
 
 /// Applies a merge patch (only its `status` when `status_only`) to the stored object, enforcing
-/// the `metadata.uid` and `metadata.resourceVersion` preconditions it carries.
-fn merge_patch<T: Object>(
+/// the `metadata.uid` and `metadata.resourceVersion` preconditions it carries (the shell's
+/// `memory::merged`, as for `kubectl nodewright plan`).
+fn merge_patch<T: Object + kube::Resource<DynamicType = ()>>(
     store: &mut Store,
     namespace: Option<&str>,
     name: &str,
@@ -154,31 +158,7 @@ fn merge_patch<T: Object>(
         .get::<T>(namespace, name)
         .cloned()
         .ok_or_else(|| ApiError::NotFound(what.clone()))?;
-    let meta = &body["metadata"];
-    if let Some(uid) = meta["uid"].as_str()
-        && current.meta().uid.as_deref() != Some(uid)
-    {
-        return Err(ApiError::Conflict(format!(
-            "{what}: uid precondition failed"
-        )));
-    }
-    if let Some(rv) = meta["resourceVersion"].as_str().filter(|rv| !rv.is_empty())
-        && current.meta().resource_version.as_deref() != Some(rv)
-    {
-        return Err(ApiError::Conflict(format!(
-            "{what}: resourceVersion {rv} is stale"
-        )));
-    }
-    let mut patch = body.clone();
-    if status_only {
-        patch = serde_json::json!({"status": body["status"].clone()});
-    } else if let Some(m) = patch["metadata"].as_object_mut() {
-        m.remove("uid");
-        m.remove("resourceVersion");
-    }
-    let mut value = serde_json::to_value(&current).map_err(|e| ApiError::Other(e.to_string()))?;
-    merge::apply(&mut value, &patch);
-    let next: T = serde_json::from_value(value).map_err(|e| ApiError::Other(e.to_string()))?;
+    let next = memory::merged(&current, body, status_only, &what)?;
     if next == current {
         return Ok((current.clone(), current));
     }
@@ -220,40 +200,6 @@ pub fn entry_changes(before: &Node, after: &Node) -> Vec<EntryTransition> {
         }
     }
     out
-}
-
-/// `k=v` pairs of an equality label selector.
-fn selector(text: &str) -> LabelSelector {
-    let labels = text
-        .split(',')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    LabelSelector {
-        match_labels: Some(labels),
-        ..Default::default()
-    }
-}
-
-/// Strategic merge of `status.conditions` keyed by type (`$patch: delete` removes).
-fn merge_conditions(node: &mut Node, body: &Value) {
-    let status = node.status.get_or_insert_with(Default::default);
-    let conditions = status.conditions.get_or_insert_with(Vec::new);
-    for item in body["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let Some(type_) = item["type"].as_str() else {
-            continue;
-        };
-        conditions.retain(|c| c.type_ != type_);
-        if item.get("$patch").is_none()
-            && let Ok(c) = serde_json::from_value::<NodeCondition>(item.clone())
-        {
-            conditions.push(c);
-        }
-    }
 }
 
 /// The EventSpec an Event was built from (for scenario expectations).
@@ -314,6 +260,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_node(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             if s.rng.chance(s.config.conflict_probability) {
                 s.foreign_write(name);
@@ -332,9 +279,10 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_node_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             s.store()
-                .modify::<Node>(None, name, |n| merge_conditions(n, body))
+                .modify::<Node>(None, name, |n| memory::merge_conditions(n, body))
                 .map(drop)
                 .map_err(|e| api(e, name))
         })
@@ -347,8 +295,7 @@ impl ClusterPort for SimPort<'_> {
         })
     }
 
-    async fn list_jobs(&self, selector_text: &str) -> ApiResult<Vec<Job>> {
-        let sel = selector(selector_text);
+    async fn list_jobs(&self, selector: &str) -> ApiResult<Vec<Job>> {
         self.with(|s| {
             let ns = s.ns();
             Ok(s.world
@@ -357,13 +304,14 @@ impl ClusterPort for SimPort<'_> {
                 .jobs
                 .values()
                 .filter(|j| j.metadata.namespace.as_deref() == Some(ns.as_str()))
-                .filter(|j| crate::selector::matches(Some(&sel), j.metadata.labels.as_ref()))
+                .filter(|j| memory::selects(j.metadata.labels.as_ref(), selector))
                 .cloned()
                 .collect())
         })
     }
 
     async fn create_job(&self, job: &Job) -> ApiResult<Job> {
+        self.fence()?;
         self.with(|s| {
             let mut job = job.clone();
             job.metadata.namespace = Some(s.ns());
@@ -377,6 +325,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_job(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let ns = s.ns();
             merge_patch::<Job>(s.store(), Some(&ns), name, body, false).map(drop)
@@ -384,6 +333,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn delete_job(&self, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             if s.config.deny_job_deletes {
                 return Err(ApiError::Other(
@@ -397,8 +347,7 @@ impl ClusterPort for SimPort<'_> {
         })
     }
 
-    async fn list_pods(&self, namespace: &str, selector_text: &str) -> ApiResult<Vec<Pod>> {
-        let sel = selector(selector_text);
+    async fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {
         self.with(|s| {
             Ok(s.world
                 .store
@@ -406,13 +355,14 @@ impl ClusterPort for SimPort<'_> {
                 .pods
                 .values()
                 .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-                .filter(|p| crate::selector::matches(Some(&sel), p.metadata.labels.as_ref()))
+                .filter(|p| memory::selects(p.metadata.labels.as_ref(), selector))
                 .cloned()
                 .collect())
         })
     }
 
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             s.store()
                 .delete::<Pod>(
@@ -427,6 +377,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn evict_pod(&self, e: &Eviction) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             match s
                 .world
@@ -443,16 +394,19 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn patch_nodewright(&self, name: &str, body: &Value) -> ApiResult<NodeWright> {
+        self.fence()?;
         self.with(|s| {
             merge_patch::<NodeWright>(s.store(), None, name, body, false).map(|(_, after)| after)
         })
     }
 
     async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| merge_patch::<NodeWright>(s.store(), None, name, body, true).map(drop))
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let name = config_map.metadata.name.clone().unwrap_or_default();
             s.store()
@@ -463,6 +417,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn replace_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let name = config_map.metadata.name.clone().unwrap_or_default();
             let rv = config_map.metadata.resource_version.clone();
@@ -474,6 +429,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn delete_config_map(&self, name: &str, uid: &str) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| {
             let ns = s.ns();
             s.store()
@@ -483,6 +439,7 @@ impl ClusterPort for SimPort<'_> {
     }
 
     async fn create_event(&self, _namespace: &str, event: &Event) -> ApiResult<()> {
+        self.fence()?;
         self.with(|s| s.events.push(spec_of(event)));
         Ok(())
     }
@@ -499,6 +456,16 @@ impl ClusterPort for SimPort<'_> {
 }
 
 impl SimPort<'_> {
+    /// Refuses a write while the replica's fence is closed.
+    fn fence(&self) -> ApiResult<()> {
+        match self.inner.borrow().config.fenced {
+            true => Err(ApiError::Fenced(
+                "write fenced: this replica does not hold the lease".into(),
+            )),
+            false => Ok(()),
+        }
+    }
+
     fn sim_now(&self) -> SimTime {
         self.inner.borrow().world.store.now
     }

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::actions::{TimedAction, apply_object};
 use crate::expect::{Always, Expect, History, Report};
+use crate::leader::{Candidate, Election};
 use crate::operator::{Faults, Operator, ReconcileFn};
 use crate::rng::Rng;
 use crate::sim::Simulation;
@@ -57,6 +58,10 @@ pub struct Scenario {
     /// Operator faults from the start.
     #[serde(default)]
     pub faults: Faults,
+    /// Run several operator replicas that campaign for the reconcile Lease with the operator's
+    /// lease machine (default: one replica, leader election off).
+    #[serde(default)]
+    pub leader_election: Option<Election>,
     /// World knobs.
     #[serde(default)]
     pub world: WorldKnobs,
@@ -241,6 +246,8 @@ pub struct RunResult {
     /// Every object at the end of the run.
     #[serde(skip)]
     pub final_objects: Vec<crate::objects::AnyObject>,
+    /// The operator's log lines (when the scenario expects some).
+    pub logs: Vec<crate::logs::LogLine>,
 }
 
 impl Scenario {
@@ -313,6 +320,38 @@ impl Scenario {
         Ok(world)
     }
 
+    /// The operator replicas: one, or `leaderElection.replicas` candidates with their clocks and
+    /// lease faults. The first keeps the scenario seed (the trace is recorded from it).
+    fn replicas(
+        &self,
+        options: &Options,
+        reconcile: &ReconcileFn,
+        config: RunConfig,
+    ) -> Vec<Operator> {
+        let count = self
+            .leader_election
+            .as_ref()
+            .map_or(1, |e| e.replicas.max(1));
+        (0..count)
+            .map(|i| {
+                let seed = self.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                let mut operator = Operator::new(options.clone(), reconcile.clone(), seed);
+                operator.faults = self.faults.clone();
+                operator.check_determinism = config.determinism;
+                let logs = !self.expect.logs.is_empty()
+                    || self.checkpoints.iter().any(|c| !c.expect.logs.is_empty());
+                operator.logs = logs.then(crate::logs::LogSink::default);
+                if let Some(e) = &self.leader_election {
+                    let mut c = Candidate::new(&format!("replica-{i}"), &options.namespace, e, 0);
+                    c.clock = e.clocks.get(i).copied().unwrap_or_default();
+                    c.faults = e.faults.get(i).copied().unwrap_or_default();
+                    operator.candidate = Some(c);
+                }
+                operator
+            })
+            .collect()
+    }
+
     /// Runs the scenario against `reconcile` (the real core unless testing).
     pub fn run(&self, reconcile: ReconcileFn, record: bool) -> Result<RunResult, String> {
         self.run_with(
@@ -329,10 +368,8 @@ impl Scenario {
         let record = config.trace;
         let options = Options::from_env(&self.options).map_err(|e| e.to_string())?;
         let world = self.build_world()?;
-        let mut operator = Operator::new(options, reconcile, self.seed);
-        operator.faults = self.faults.clone();
-        operator.check_determinism = config.determinism;
-        if record {
+        let mut replicas = self.replicas(&options, &reconcile, config);
+        if let (true, Some(operator)) = (record, replicas.first_mut()) {
             operator.trace = Some(vec![Record::Header {
                 version: crate::trace::TRACE_VERSION,
                 source: format!("nodewright-sim scenario {}", self.name),
@@ -345,7 +382,7 @@ impl Scenario {
             at: c.at,
             action: crate::actions::Action::Mark,
         }));
-        let mut sim = Simulation::new(world, operator, actions);
+        let mut sim = Simulation::new(world, replicas, actions);
         if config.timeline {
             sim.timeline = Some(Timeline::default());
         }
@@ -375,7 +412,9 @@ impl Scenario {
             let at = sim.now;
             let more = sim.step();
             history.observe(&sim.world.store.objects);
-            history.observe_events(&sim.operator.events);
+            history.observe_events(&sim.events);
+            history.leaders = sim.leaders();
+            history.observe_logs(&sim.logs);
             self.always.check(&sim.world.store.objects, at, &mut report);
             if sim.actions_done()
                 && next_checkpoint >= checkpoints.len()
@@ -437,11 +476,12 @@ impl Scenario {
             denials: sim.denials.clone(),
             met_at,
             ended_at: sim.now,
-            passes: sim.operator.passes,
+            passes: sim.passes(),
             steps: sim.steps,
             timeline,
-            trace: sim.operator.trace.take().unwrap_or_default(),
+            trace: sim.replicas[0].trace.take().unwrap_or_default(),
             final_objects: sim.world.store.objects.all(),
+            logs: std::mem::take(&mut sim.logs),
         })
     }
 }

@@ -28,6 +28,9 @@ pub struct Done {
     pub cleared: BTreeSet<String>,
     /// (NodeWright, node) pairs whose drain waits on podNonInterruptLabels pods.
     pub non_interrupt_blocked: BTreeSet<(String, String)>,
+    /// (NodeWright, node, package) triples whose uninstall cycle this pass ended: no install
+    /// starts for them until the removal is written (invariant 16.11).
+    pub cycle_ended: BTreeSet<(String, String, String)>,
 }
 
 /// A pod holding up a drain ([Ext] DrainBlocked).

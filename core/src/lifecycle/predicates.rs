@@ -79,6 +79,17 @@ pub fn has_interrupt(pkg: &Package, updates: &ConfigUpdates) -> bool {
     }
 }
 
+/// Whether the gate G runs for `pkg` (§7.5): D2 HasInterrupt, except in the uninstall cycle,
+/// where the package's own `interrupt` decides, as it does when T11 enters uninstall-interrupt.
+/// A tracked config update without a matching configInterrupt must not strand an
+/// uninstall-interrupt that T11 started: its executor is fired only through the gate.
+pub fn gated(pkg: &Package, entry: Option<&PackageStatus>, updates: &ConfigUpdates) -> bool {
+    match entry {
+        Some(e) if e.stage.in_uninstall_cycle() => pkg.interrupt.is_some(),
+        _ => has_interrupt(pkg, updates),
+    }
+}
+
 /// The entry for `name|version` without building the key (the parser guarantees that every
 /// key equals its entry's `name|version`).
 pub fn entry_of<'s>(state: &'s NodeState, name: &str, version: &str) -> Option<&'s PackageStatus> {

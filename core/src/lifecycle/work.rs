@@ -91,16 +91,8 @@ impl Work {
 
     /// Sets an annotation on a node (only recorded when it differs from the snapshot node).
     pub fn set_annotation(&mut self, node: &Node, key: &str, value: Option<&str>) {
-        let name = node_name(node);
-        let changes = self.annotations.entry(name.clone()).or_default();
-        if annotation(node, key) == value {
-            changes.remove(key);
-            if changes.is_empty() {
-                self.annotations.remove(&name);
-            }
-        } else {
-            changes.insert(key.to_string(), value.map(str::to_string));
-        }
+        let current = annotation(node, key);
+        record(&mut self.annotations, node, key, current, value);
     }
 
     /// Resets what NodeWright `nw` owns on `node` (its cordon aside), unguarded: status
@@ -148,16 +140,7 @@ impl Work {
 
     /// Sets a label on a node (only recorded when it differs from the snapshot node).
     pub fn set_label(&mut self, node: &Node, key: &str, value: Option<&str>) {
-        let name = node_name(node);
-        let changes = self.labels.entry(name.clone()).or_default();
-        if label(node, key) == value {
-            changes.remove(key);
-            if changes.is_empty() {
-                self.labels.remove(&name);
-            }
-        } else {
-            changes.insert(key.to_string(), value.map(str::to_string));
-        }
+        record(&mut self.labels, node, key, label(node, key), value);
     }
 
     /// The current value of an annotation (working change, else the snapshot's).
@@ -190,9 +173,23 @@ impl Work {
     /// Sets the node Status for a NodeWright: annotation and label (N0), and stamps the node with
     /// the operator version for that NodeWright (M2; a no-op once it is there).
     pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
-        let key = keys::node_status(nw);
-        self.set_annotation(node, &key, Some(status.as_str()));
-        self.set_label(node, &key, Some(status.as_str()));
+        let owned;
+        let key: &str = match self.status_keys.get(nw) {
+            Some(k) => k,
+            None => {
+                owned = keys::node_status(nw);
+                &owned
+            }
+        };
+        let value = Some(status.as_str());
+        record(
+            &mut self.annotations,
+            node,
+            key,
+            annotation(node, key),
+            value,
+        );
+        record(&mut self.labels, node, key, label(node, key), value);
         self.set_annotation(node, &keys::node_version(nw), Some(keys::OPERATOR_VERSION));
     }
 
@@ -395,4 +392,29 @@ pub fn node_patch(
         && patch.taints_add.is_empty()
         && patch.taints_remove.is_empty();
     (!empty).then_some(patch)
+}
+
+/// Records `value` for `key` of `node` in `changes` (annotation or label changes per node); a
+/// value equal to the node's `current` one drops the change instead. Allocates only for a change.
+fn record(
+    changes: &mut BTreeMap<String, BTreeMap<String, Option<String>>>,
+    node: &Node,
+    key: &str,
+    current: Option<&str>,
+    value: Option<&str>,
+) {
+    let name = node.metadata.name.as_deref().unwrap_or_default();
+    if current == value {
+        if let Some(c) = changes.get_mut(name) {
+            c.remove(key);
+            if c.is_empty() {
+                changes.remove(name);
+            }
+        }
+    } else {
+        changes
+            .entry(name.to_string())
+            .or_default()
+            .insert(key.to_string(), value.map(str::to_string));
+    }
 }

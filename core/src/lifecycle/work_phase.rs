@@ -11,7 +11,7 @@ use super::done::{Blocker, pod_name};
 use super::interrupts::{DrainAction, Merged, classify, merge};
 use super::ordering::node_ready;
 use super::predicates::{
-    self as pr, complete_set, entry_for, has_interrupt, in_cycle, next_stage, uninstall_requested,
+    self as pr, complete_set, entry_for, in_cycle, next_stage, uninstall_requested,
 };
 use super::rollout_seam;
 use super::start::{Start, start_executor};
@@ -212,6 +212,8 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
                 Stage::UninstallInterrupt if entry.is_complete() => {
                     new_doc.remove(&pkg.name, &pkg.version); // T13
                     removed = true;
+                    let key = (v.name.clone(), node.clone(), pkg.name.clone());
+                    ctx.done.cycle_ended.insert(key);
                 }
                 Stage::UninstallInterrupt => {
                     out.entry(node.clone()).or_default().push(pkg.name.clone())
@@ -286,7 +288,15 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         let Some(pkg) = v.packages.get(&name) else {
             continue;
         };
-        if has_interrupt(pkg, &updates) && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
+        if cycle_ended(ctx, v, node, pkg) {
+            ctx.requeue = true;
+            continue;
+        }
+        let entry = ctx
+            .doc(v, node)
+            .and_then(|d| super::predicates::entry_of(d, &pkg.name, &pkg.version));
+        let gated = pr::gated(pkg, entry, &updates);
+        if gated && !gate(ctx, v, node, pkg, merged.as_ref(), &updates) {
             ctx.requeue = true;
             continue;
         }
@@ -365,6 +375,13 @@ fn promoted_this_pass(ctx: &Ctx, v: &NwView, node: &str, start: &NodeState, pkg:
             .is_some_and(|e| e.state == Some(State::Skipped))
     };
     skipped(start) && !ctx.doc(v, node).is_some_and(skipped)
+}
+
+/// T13, inv 16.11: the pass removed `pkg`'s finished uninstall cycle on `node`; a reinstall
+/// starts on a later pass, so the entry is written absent before it is written at `apply`.
+fn cycle_ended(ctx: &Ctx, v: &NwView, node: &str, pkg: &Package) -> bool {
+    let key = (v.name.clone(), node.to_string(), pkg.name.clone());
+    ctx.done.cycle_ended.contains(&key)
 }
 
 /// T9 backstop: promote every (interrupt, skipped) entry of the node to complete.

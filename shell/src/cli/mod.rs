@@ -17,7 +17,6 @@ mod package_logs;
 mod package_logs_stream;
 mod patterns;
 mod plan;
-mod plan_apply;
 mod plan_reasons;
 mod plan_words;
 mod policy;

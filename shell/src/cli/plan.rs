@@ -6,12 +6,14 @@
 //! client is fenced shut: nothing is written.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use clap::Args;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
+use nodewright_core::effect::FinalizerChain;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
 use nodewright_crds::{NodeWrightStatus, Status};
 use serde::Serialize;
@@ -20,6 +22,7 @@ use super::plan_reasons::blocking_reason;
 use super::{Global, Output};
 use crate::cache::{self, Trigger};
 use crate::client::Purpose;
+use crate::interpret::{EventRecorder, Interpreter, MemoryPort};
 
 /// Flags of `plan`.
 #[derive(Args, Debug)]
@@ -139,21 +142,26 @@ pub async fn run(g: &Global, args: PlanArgs) -> Result<()> {
 }
 
 /// Passes that only record state (NodeWright status and finalizers, node labels, annotations,
-/// conditions and node-state entries, ConfigMaps, Events) are followed through: their writes are
-/// applied to the snapshot, as the watch would deliver them, and the core runs again, at most
+/// conditions and node-state entries, ConfigMaps, Events) are followed through: the operator's
+/// interpreter applies their writes to the snapshot (over [`MemoryPort`], as the apiserver would
+/// store them and the watch deliver them) and the core runs again, at most
 /// [`MAX_BOOKKEEPING_PASSES`] times. Returns the snapshot and plan of the first pass that touches
 /// a Job or a pod (or writes nothing), and how many record-only passes precede it.
 pub fn settle(mut snapshot: Snapshot, options: &Options, now: Timestamp) -> (Snapshot, Plan, u32) {
     let mut passes = 0;
+    let chain: Arc<Mutex<FinalizerChain>> = Default::default();
     loop {
         let plan = nodewright_core::reconcile(&snapshot, options, now);
         let bookkeeping = !plan.effects.is_empty() && plan.effects.iter().all(records_only);
         if !bookkeeping || passes >= MAX_BOOKKEEPING_PASSES {
             return (snapshot, plan, passes);
         }
-        for effect in &plan.effects {
-            super::plan_apply::apply(&mut snapshot, effect);
-        }
+        let port = MemoryPort::new(snapshot.clone(), now);
+        let interpreter =
+            Interpreter::with_port(port, &options.namespace, EventRecorder::new("plan"))
+                .with_finalizer_chain(chain.clone());
+        futures::executor::block_on(interpreter.apply(&snapshot, &plan));
+        snapshot = interpreter.into_port().into_snapshot();
         passes += 1;
     }
 }

@@ -8,6 +8,7 @@
 mod events;
 mod interrupt;
 pub mod kube_port;
+pub mod memory;
 mod node;
 mod nodewright;
 mod objects;
@@ -27,6 +28,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 pub use events::EventRecorder;
 pub use kube_port::KubePort;
+pub use memory::MemoryPort;
 pub use port::{ApiError, ApiResult, ClusterPort, Eviction};
 
 use crate::error::ShellError;

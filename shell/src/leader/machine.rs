@@ -121,6 +121,12 @@ impl Machine {
         self.valid_until
     }
 
+    /// Where the write fence should stand at `now`: open until the end of the window while
+    /// leading, else closed (`None`).
+    pub fn fence_until(&self, now: Duration) -> Option<Duration> {
+        self.valid_until.filter(|_| self.leading(now))
+    }
+
     /// Decides the next write from the lease as read at `now` (`None`: the lease is absent).
     pub fn on_read(&mut self, now: Duration, lease: Option<&LeaseView>) -> Action {
         let Some(lease) = lease else {

@@ -6,19 +6,21 @@
 //! by the rest of the leadership window; [`Fence`] lets writes through only inside that window.
 
 pub mod fence;
+pub mod lease;
 pub mod machine;
 
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-pub use fence::Fence;
+pub use fence::{Fence, Window};
+pub use lease::{LeaseWrite, view_of};
 pub use machine::{Action, Change, LeaseView, Machine, Timings};
 
 use crate::error::{is_already_exists, is_conflict};
@@ -98,7 +100,7 @@ pub async fn run(
 
 /// Opens or closes the fence for the current window and announces transitions.
 fn publish(m: &mut Machine, now: Duration, origin: Instant, config: &LeaderConfig, out: &Outputs) {
-    match m.valid_until().filter(|_| m.leading(now)) {
+    match m.fence_until(now) {
         Some(until) => out.fence.open_until(origin + until),
         None => out.fence.close(),
     }
@@ -129,24 +131,10 @@ async fn attempt(
     let action = m.on_read(clock(), view.as_ref());
     let started = clock();
     let pp = PostParams::default();
-    let written = match (action, lease) {
-        (Action::Wait, _) => return Ok(()),
-        (Action::Create, _) => api.create(&pp, &fresh_lease(config)).await.map(drop),
-        (Action::Acquire { transitions }, Some(mut lease)) => {
-            lease.spec = Some(held_spec(config, transitions));
-            api.replace(&config.name, &pp, &lease).await.map(drop)
-        }
-        (Action::Renew, Some(mut lease)) => {
-            let spec = lease.spec.take().unwrap_or_default();
-            lease.spec = Some(LeaseSpec {
-                renew_time: Some(now()),
-                lease_duration_seconds: Some(secs(config.timings.lease_duration)),
-                ..spec
-            });
-            api.replace(&config.name, &pp, &lease).await.map(drop)
-        }
-        // The machine asks for an update only when it read a lease.
-        (_, None) => return Ok(()),
+    let written = match lease::write_for(action, lease, config, now()) {
+        None => return Ok(()),
+        Some(LeaseWrite::Create(fresh)) => api.create(&pp, &fresh).await.map(drop),
+        Some(LeaseWrite::Replace(lease)) => api.replace(&config.name, &pp, &lease).await.map(drop),
     };
     match written {
         Ok(()) => {
@@ -164,48 +152,8 @@ async fn attempt(
     }
 }
 
-/// The fields of a lease the machine reads.
-pub fn view_of(lease: &Lease) -> LeaseView {
-    let spec = lease.spec.clone().unwrap_or_default();
-    LeaseView {
-        holder: spec.holder_identity,
-        renew_time: spec.renew_time.map(|t| t.0.to_string()),
-        lease_duration: spec
-            .lease_duration_seconds
-            .map(|s| Duration::from_secs(s.max(0) as u64)),
-        transitions: spec.lease_transitions.unwrap_or(0),
-    }
-}
-
 fn now() -> MicroTime {
     MicroTime(jiff::Timestamp::now())
-}
-
-fn secs(d: Duration) -> i32 {
-    i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
-}
-
-fn fresh_lease(config: &LeaderConfig) -> Lease {
-    Lease {
-        metadata: ObjectMeta {
-            name: Some(config.name.clone()),
-            namespace: Some(config.namespace.clone()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(held_spec(config, 0)),
-    }
-}
-
-/// A spec naming this candidate as the fresh holder.
-fn held_spec(config: &LeaderConfig, transitions: i32) -> LeaseSpec {
-    LeaseSpec {
-        holder_identity: Some(config.identity.clone()),
-        lease_duration_seconds: Some(secs(config.timings.lease_duration)),
-        acquire_time: Some(now()),
-        renew_time: Some(now()),
-        lease_transitions: Some(transitions),
-        ..LeaseSpec::default()
-    }
 }
 
 /// Closes the fence and, when the window is still open, gives the lease up so a standby takes
@@ -233,19 +181,12 @@ async fn give_up(
 }
 
 async fn release(api: &Api<Lease>, config: &LeaderConfig) -> Result<bool, kube::Error> {
-    let Some(mut lease) = api.get_opt(&config.name).await? else {
+    let Some(lease) = api.get_opt(&config.name).await? else {
         return Ok(false);
     };
-    let spec = lease.spec.take().unwrap_or_default();
-    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+    let Some(lease) = lease::released(lease, config, now()) else {
         return Ok(false);
-    }
-    lease.spec = Some(LeaseSpec {
-        holder_identity: None,
-        lease_duration_seconds: Some(1),
-        renew_time: Some(now()),
-        ..spec
-    });
+    };
     api.replace(&config.name, &PostParams::default(), &lease)
         .await
         .map(|_| true)

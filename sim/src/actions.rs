@@ -114,8 +114,9 @@ pub enum Action {
         replica: Option<usize>,
     },
     /// A replica stops the world (a long GC pause, SIGSTOP) for `for`: no lease renewals, no
-    /// passes, no watch events. With `afterEffects` it stops during its next pass after that many
-    /// effects and sends the rest of the plan when it resumes, through its write fence.
+    /// passes, no watch events. With `afterEffects` it stops during its next pass that has more
+    /// effects than that, after that many, and sends the rest of the plan when it resumes,
+    /// through its write fence.
     PauseReplica {
         /// Replica index; default: the one leading now.
         #[serde(default)]

@@ -10,6 +10,7 @@ use crate::facts::{self, JobFacts, job_facts};
 
 mod events;
 mod history;
+mod logs;
 mod meta;
 mod status;
 
@@ -18,6 +19,7 @@ use crate::time::{Dur, SimTime, show};
 use crate::world::{is_terminal, job_condition};
 pub use events::EventExpect;
 pub use history::{History, HistoryExpect};
+pub use logs::LogExpect;
 pub use meta::{NodeMetaExpect, TaintExpect};
 pub use status::ConditionExpect;
 
@@ -32,6 +34,20 @@ impl Report {
     fn fail(&mut self, text: String) {
         self.failures.push(text);
     }
+}
+
+/// True when `n` matches satisfy `count` (exactly), `at_least` and `at_most`; with none of
+/// them, at least one must match.
+fn counted(
+    n: usize,
+    count: Option<usize>,
+    at_least: Option<usize>,
+    at_most: Option<usize>,
+) -> bool {
+    let at_least = at_least.or((count.is_none() && at_most.is_none()).then_some(1));
+    count.is_none_or(|c| c == n)
+        && at_least.is_none_or(|l| n >= l)
+        && at_most.is_none_or(|m| n <= m)
 }
 
 /// What must hold (at the end, or at a checkpoint).
@@ -69,6 +85,9 @@ pub struct Expect {
     /// Events the operator emitted over the run so far.
     #[serde(default)]
     pub events: Vec<EventExpect>,
+    /// Log lines the operator wrote over the run so far (its interpreter's, with their fields).
+    #[serde(default)]
+    pub logs: Vec<LogExpect>,
     /// With `leaderElection`: the replicas that became leader, in order (`replica-0`, ...; a
     /// restarted replica is `replica-<i>-r<restarts>`).
     #[serde(default)]
@@ -365,6 +384,9 @@ impl Expect {
         }
         for e in &self.events {
             e.check(&history.events, report);
+        }
+        for l in &self.logs {
+            l.check(&history.logs, report);
         }
         if let Some(want) = self.leaders.as_ref().filter(|w| **w != history.leaders) {
             report.fail(format!("leaders were {:?}, want {want:?}", history.leaders));

@@ -12,6 +12,7 @@ pub mod explore;
 pub mod facts;
 pub mod invariants;
 pub mod leader;
+pub mod logs;
 pub mod objects;
 pub mod operator;
 pub mod port;

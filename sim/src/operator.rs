@@ -103,6 +103,8 @@ pub struct Operator {
     pub candidate: Option<Candidate>,
     /// Stopped the world until then (a long GC pause, SIGSTOP).
     pub paused_until: Option<SimTime>,
+    /// Collects the interpreter's log lines, when the scenario expects some.
+    pub logs: Option<crate::logs::LogSink>,
     /// Last virtual time a write of this replica reached the apiserver.
     pub last_write: Option<SimTime>,
     restarts: u32,
@@ -144,6 +146,7 @@ impl Operator {
             candidate: None,
             paused_until: None,
             last_write: None,
+            logs: None,
             restarts: 0,
             marker_crashes: Default::default(),
             events: Vec::new(),
@@ -164,7 +167,8 @@ impl Operator {
     /// Fills the cache from a full list and schedules the first pass.
     pub fn start(&mut self, world: &World, now: SimTime) {
         self.relist(world, now);
-        self.next_pass = Some(now);
+        // A candidate starts passes when it acquires the lease.
+        self.next_pass = self.runs_passes().then_some(now);
     }
 
     fn relist(&mut self, world: &World, now: SimTime) {
@@ -275,7 +279,9 @@ impl Operator {
         }
         if self.next_pass.is_some_and(|t| t <= now) {
             self.next_pass = None;
-            self.pass(world, checker, now);
+            if self.runs_passes() {
+                self.pass(world, checker, now);
+            }
         }
     }
 
@@ -377,6 +383,13 @@ impl Operator {
         }
         let down = self.faults.restart_after.0.max(1_000);
         let mut cut = self.interrupt_next_pass.take();
+        if let Some(pause @ Interrupt::Pause { after, .. }) = cut
+            && plan.effects.len() <= after
+        {
+            // A pause mid-plan waits for a pass it can stop in the middle of.
+            self.interrupt_next_pass = Some(pause);
+            cut = None;
+        }
         if let (None, Some(marker)) = (cut, self.faults.crash_before.as_deref()) {
             cut = (self.marker_crashes.next(marker, &plan.effects))
                 .map(|after| Interrupt::Crash { after, down });
@@ -447,7 +460,11 @@ impl Operator {
         let interpreter =
             Interpreter::with_port(port, &self.options.namespace, self.recorder.clone())
                 .with_finalizer_chain(self.finalizer_chain.clone());
-        let report = futures::executor::block_on(interpreter.apply_effects(snapshot, effects));
+        let run = || futures::executor::block_on(interpreter.apply_effects(snapshot, effects));
+        let report = match &self.logs {
+            Some(sink) => sink.capture(now, run),
+            None => run(),
+        };
         let port = interpreter.into_port();
         let written = port.take_written();
         self.events.append(&mut port.take_events());

@@ -246,6 +246,8 @@ pub struct RunResult {
     /// Every object at the end of the run.
     #[serde(skip)]
     pub final_objects: Vec<crate::objects::AnyObject>,
+    /// The operator's log lines (when the scenario expects some).
+    pub logs: Vec<crate::logs::LogLine>,
 }
 
 impl Scenario {
@@ -336,6 +338,9 @@ impl Scenario {
                 let mut operator = Operator::new(options.clone(), reconcile.clone(), seed);
                 operator.faults = self.faults.clone();
                 operator.check_determinism = config.determinism;
+                let logs = !self.expect.logs.is_empty()
+                    || self.checkpoints.iter().any(|c| !c.expect.logs.is_empty());
+                operator.logs = logs.then(crate::logs::LogSink::default);
                 if let Some(e) = &self.leader_election {
                     let mut c = Candidate::new(&format!("replica-{i}"), &options.namespace, e, 0);
                     c.clock = e.clocks.get(i).copied().unwrap_or_default();
@@ -409,6 +414,7 @@ impl Scenario {
             history.observe(&sim.world.store.objects);
             history.observe_events(&sim.events);
             history.leaders = sim.leaders();
+            history.observe_logs(&sim.logs);
             self.always.check(&sim.world.store.objects, at, &mut report);
             if sim.actions_done()
                 && next_checkpoint >= checkpoints.len()
@@ -475,6 +481,7 @@ impl Scenario {
             timeline,
             trace: sim.replicas[0].trace.take().unwrap_or_default(),
             final_objects: sim.world.store.objects.all(),
+            logs: std::mem::take(&mut sim.logs),
         })
     }
 }

@@ -21,6 +21,8 @@ pub struct Simulation {
     pub replicas: Vec<Operator>,
     /// Events every replica emitted, in order.
     pub events: Vec<EventSpec>,
+    /// Log lines every replica's interpreter wrote, in order (replicas with a log sink).
+    pub logs: Vec<crate::logs::LogLine>,
     /// Invariant state and violations.
     pub checker: Checker,
     /// Stage timeline, when recorded.
@@ -59,6 +61,7 @@ impl Simulation {
             world,
             replicas,
             events: Vec::new(),
+            logs: Vec::new(),
             checker,
             timeline: None,
             now: 0,
@@ -125,6 +128,8 @@ impl Simulation {
         for operator in &mut self.replicas {
             operator.step(&mut self.world, &mut self.checker, now);
             self.events.append(&mut operator.events);
+            self.logs
+                .extend(operator.logs.iter().flat_map(|sink| sink.take()));
         }
         self.check_leadership(now);
         if self.world.store.log.len() != self.checked_at_log {

@@ -163,3 +163,28 @@ fn crash_before_marker_crashes_once_per_job() {
     let (ta, tb) = (a.met_at.unwrap_or_default(), b.met_at.unwrap_or_default());
     assert!(ta >= tb + 8_000, "crashes cost downtime: {ta} vs {tb}");
 }
+
+#[test]
+fn log_lines_are_counted_by_level_message_and_fields_and_can_fail() {
+    let mut s = load("log-reboot-reset");
+    assert_eq!(s.expect.logs[0].count, Some(1));
+    s.expect.logs[0].count = Some(2);
+    fails_with(&run(s.clone(), "6m"), "1 log lines match");
+    s.expect.logs[0].count = Some(1);
+    s.expect.logs[0]
+        .fields
+        .insert("reason".into(), "stale-spec".into());
+    fails_with(&run(s.clone(), "6m"), "0 log lines match");
+    s.expect.logs[0]
+        .fields
+        .insert("reason".into(), "reboot-reset".into());
+    s.expect.logs[0].level = Some("warn".into());
+    fails_with(&run(s, "6m"), "0 log lines match");
+}
+
+#[test]
+fn leaders_are_the_replicas_that_acquired_in_order_and_can_fail() {
+    let mut s = load("leader-hung-renew");
+    s.expect.leaders = Some(vec!["replica-0".into()]);
+    fails_with(&run(s, "3m"), "leaders were [\"replica-0\", \"replica-1\"]");
+}

@@ -123,7 +123,85 @@ async fn follow_one(
             return Ok(());
         }
     }
-    copy(&apis.streams, &pod_name, &step, &params(a, &step), &prefix).await
+    follow_copy(&apis.streams, &pod_name, &step, a, &prefix).await
+}
+
+/// The RFC 3339 time a timestamped log line starts with, and the text after it.
+pub fn split_timestamp(line: &str) -> (Option<jiff::Timestamp>, &str) {
+    match line.split_once(' ') {
+        Some((ts, text)) => match ts.parse() {
+            Ok(t) => (Some(t), text),
+            Err(_) => (None, line),
+        },
+        None => (line.parse().ok(), ""),
+    }
+}
+
+/// True when a log read failed because the connection's read timeout expired: some error in the
+/// chain is an I/O `TimedOut` or reads "timed out" (hyper's body read timeout).
+fn read_timed_out(e: &std::io::Error) -> bool {
+    type Dyn = dyn std::error::Error + 'static;
+    let mut next: Option<&Dyn> = Some(e);
+    while let Some(err) = next {
+        if err.to_string().ends_with("timed out") {
+            return true;
+        }
+        next = match err.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::TimedOut => return true,
+            Some(io) => io.get_ref().map(|inner| inner as &Dyn),
+            None => err.source(),
+        };
+    }
+    false
+}
+
+/// The whole second at or before `t` (the log API's `sinceTime` has whole seconds).
+fn second_floor(t: jiff::Timestamp) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(t.as_second()).unwrap_or(t)
+}
+
+/// Follows one started step. The stream is read with timestamps; when the connection's read
+/// timeout ends it (no line for `WATCH_READ_TIMEOUT`), it is reopened from the last line's
+/// second and lines already printed are skipped.
+async fn follow_copy(
+    api: &Api<Pod>,
+    pod: &str,
+    step: &str,
+    a: &LogsArgs,
+    prefix: &str,
+) -> Result<()> {
+    let mut lp = params(a, step);
+    lp.timestamps = true;
+    let mut last: Option<jiff::Timestamp> = None;
+    let mut opened = jiff::Timestamp::now();
+    loop {
+        let stream = api
+            .log_stream(pod, &lp)
+            .await
+            .with_context(|| format!("opening the log of {pod}/{step}"))?;
+        let mut lines = stream.lines();
+        loop {
+            match lines.try_next().await {
+                Ok(Some(line)) => {
+                    let (ts, text) = split_timestamp(&line);
+                    if ts.is_some() && last.is_some() && ts <= last {
+                        continue;
+                    }
+                    last = ts.or(last);
+                    println!("{prefix}{}", if a.timestamps { &line } else { text });
+                }
+                Ok(None) => return Ok(()),
+                Err(e) if read_timed_out(&e) => break,
+                Err(e) => {
+                    return Err(e).with_context(|| format!("reading the log of {pod}/{step}"));
+                }
+            }
+        }
+        lp.since_seconds = None;
+        lp.tail_lines = None;
+        lp.since_time = Some(second_floor(last.unwrap_or(opened)));
+        opened = jiff::Timestamp::now();
+    }
 }
 
 /// Follows every selected step at once; lines carry a `[node step]` prefix when there is more
@@ -169,4 +247,25 @@ pub async fn follow(g: &Global, a: &LogsArgs, sel: Selection) -> Result<()> {
         bail!("{failed} of {total} log stream(s) failed");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamped_lines_split_and_resume_from_the_second() {
+        let (ts, text) = split_timestamp("2026-01-01T00:00:02.5Z apply: done");
+        assert_eq!(text, "apply: done");
+        let ts = ts.unwrap_or_default();
+        assert_eq!(ts.to_string(), "2026-01-01T00:00:02.5Z");
+        assert_eq!(second_floor(ts).to_string(), "2026-01-01T00:00:02Z");
+        assert_eq!(split_timestamp("no time here"), (None, "no time here"));
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "read");
+        assert!(read_timed_out(&std::io::Error::other(timeout)));
+        assert!(read_timed_out(&std::io::Error::other(
+            "reading a body: timed out"
+        )));
+        assert!(!read_timed_out(&std::io::Error::other("connection reset")));
+    }
 }

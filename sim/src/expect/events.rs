@@ -57,13 +57,7 @@ impl EventExpect {
     /// Checks the count of matching `events`.
     pub fn check(&self, events: &[EventSpec], report: &mut Report) {
         let n = events.iter().filter(|e| self.matches(e)).count();
-        let at_least = self
-            .at_least
-            .or((self.count.is_none() && self.at_most.is_none()).then_some(1));
-        let bad = self.count.is_some_and(|c| c != n)
-            || at_least.is_some_and(|l| n < l)
-            || self.at_most.is_some_and(|m| n > m);
-        if bad {
+        if !super::counted(n, self.count, self.at_least, self.at_most) {
             let what = serde_json::to_string(self).unwrap_or_default();
             report.fail(format!("{n} Events match {what}"));
         }

@@ -23,6 +23,8 @@ pub struct History {
     pub events: Vec<EventSpec>,
     /// Replicas that became leader, in order (with leader election).
     pub leaders: Vec<String>,
+    /// Log lines the operator wrote, in order (when the scenario expects log lines).
+    pub logs: Vec<crate::logs::LogLine>,
 }
 
 impl History {
@@ -55,6 +57,13 @@ impl History {
                     .entry(uid.clone())
                     .or_insert_with(|| o.uid.clone());
             }
+        }
+    }
+
+    /// Records the log lines written since the last call (`written` only grows).
+    pub fn observe_logs(&mut self, written: &[crate::logs::LogLine]) {
+        if let Some(new) = written.get(self.logs.len()..) {
+            self.logs.extend_from_slice(new);
         }
     }
 

@@ -155,16 +155,18 @@ impl Work {
         }
     }
 
+    /// The node-status annotation key of a NodeWright, precomputed where the pass has it.
+    fn status_key<'k>(keys: &'k BTreeMap<String, String>, nw: &str) -> std::borrow::Cow<'k, str> {
+        match keys.get(nw) {
+            Some(k) => std::borrow::Cow::Borrowed(k.as_str()),
+            None => std::borrow::Cow::Owned(keys::node_status(nw)),
+        }
+    }
+
     /// The node's Status for a NodeWright (annotation is the source of truth).
     pub fn node_status(&self, node: &Node, nw: &str) -> Status {
-        let owned;
-        let key: &str = match self.status_keys.get(nw) {
-            Some(k) => k,
-            None => {
-                owned = keys::node_status(nw);
-                &owned
-            }
-        };
+        let key = Self::status_key(&self.status_keys, nw);
+        let key: &str = &key;
         self.annotation(node, key)
             .map(Status::parse_lenient)
             .unwrap_or(Status::Unknown)
@@ -173,14 +175,8 @@ impl Work {
     /// Sets the node Status for a NodeWright: annotation and label (N0), and stamps the node with
     /// the operator version for that NodeWright (M2; a no-op once it is there).
     pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
-        let owned;
-        let key: &str = match self.status_keys.get(nw) {
-            Some(k) => k,
-            None => {
-                owned = keys::node_status(nw);
-                &owned
-            }
-        };
+        let key = Self::status_key(&self.status_keys, nw);
+        let key: &str = &key;
         let value = Some(status.as_str());
         record(
             &mut self.annotations,

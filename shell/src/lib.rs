@@ -23,5 +23,6 @@ pub mod operator;
 pub mod runner;
 pub mod server;
 pub mod trace;
+pub mod trim;
 pub mod version;
 pub mod webhook;

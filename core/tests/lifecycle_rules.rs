@@ -427,6 +427,54 @@ fn inv16_6_b7_complete_on_a_lagging_snapshot_releases_the_cordon_on_write() {
     assert_eq!(patch.unschedulable, Some(false));
 }
 
+/// Explore seed 4622: the version is bumped while the old version's uninstall runs and the
+/// uninstall is still requested, so the new key is absent and requested: the node reads complete
+/// and introspection releases the cordon. The same pass's version change (T16) reopens the node
+/// and cordons it for the upgrade; that write must not leave it `complete` (invariant 16.6).
+#[test]
+fn inv16_6_t16_the_pass_that_cordons_a_complete_node_writes_it_in_progress() {
+    let n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true),
+        "dexter",
+        InterruptType::Service,
+        &["containerd"],
+    );
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry(
+                "dexter",
+                "1.2.3",
+                Stage::PostInterrupt,
+                State::Complete,
+            )],
+        )],
+    );
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "uninstall".to_string())]
+    );
+    let mut bumped = (*s.nodewrights[0]).clone();
+    pkg_mut(&mut bumped, "dexter").version = "1.3.0".into();
+    s.nodewrights = nodewright_core::shared(vec![bumped]);
+    for _ in 0..8 {
+        step(&mut s);
+        let node = &s.nodes[0];
+        let held = node
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(&keys::cordon("demo")));
+        assert!(
+            !(held && node_status(&s, "n1", "demo") == Some(Status::Complete)),
+            "complete and cordoned after a pass"
+        );
+    }
+}
+
 /// Steps until a pass writes the `demo` node Status; returns that node patch.
 fn status_write(s: &mut nodewright_core::Snapshot) -> nodewright_core::NodePatch {
     for _ in 0..5 {

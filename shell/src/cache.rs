@@ -30,7 +30,7 @@ use tracing::warn;
 pub mod decode;
 mod slim;
 
-pub use slim::strip_job;
+pub use slim::{strip_executor_pod, strip_job};
 
 pub use decode::{Undecodable, Undecodables};
 
@@ -254,32 +254,13 @@ pub fn is_executor(pod: &Pod, namespace: &str) -> bool {
         && labels.is_some_and(|l| l.contains_key(keys::LABEL_NAME) && l.contains_key(keys::PACKAGE))
 }
 
-/// Strips a pod as its cache does: executor pods keep their status, workload pods are slimmed.
+/// Strips a pod as its cache does: executor pods keep what the executor rules read
+/// ([`strip_executor_pod`]), workload pods what drain classification reads.
 pub fn strip_any_pod(pod: &mut Pod, namespace: &str) {
     if is_executor(pod, namespace) {
         strip_executor_pod(pod)
     } else {
         strip_pod(pod)
-    }
-}
-
-/// Drops what the core never reads from an executor pod (container details of the spec); its
-/// status (container verdicts, conditions) is kept whole.
-fn strip_executor_pod(pod: &mut Pod) {
-    strip_meta(pod);
-    if let Some(spec) = pod.spec.as_mut() {
-        let slim = |c: &mut k8s_openapi::api::core::v1::Container| {
-            *c = k8s_openapi::api::core::v1::Container {
-                name: std::mem::take(&mut c.name),
-                image: c.image.take(),
-                ..Default::default()
-            }
-        };
-        spec.containers.iter_mut().for_each(slim);
-        spec.init_containers.iter_mut().flatten().for_each(slim);
-        if let Some(volumes) = spec.volumes.as_mut() {
-            volumes.retain(|v| v.empty_dir.is_some());
-        }
     }
 }
 
@@ -615,38 +596,6 @@ mod scale {
             "snapshot of {} nodes: {:?}",
             s.nodes.len(),
             started.elapsed()
-        );
-    }
-}
-
-#[cfg(test)]
-mod executor_tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn d16_executor_pods_keep_status_but_lose_spec_details() {
-        let mut pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": "e", "namespace": "nodewright",
-                         "labels": {keys::LABEL_NAME: "nw", keys::PACKAGE: "p-1"}},
-            "spec": {"nodeName": "n1", "initContainers": [{"name": "p-apply", "image": "i", "env": [{"name": "E"}]}],
-                     "containers": [{"name": "pause", "image": "p", "args": ["x"]}]},
-            "status": {"initContainerStatuses": [{"name": "p-apply", "restartCount": 2, "ready": false,
-                        "image": "i", "imageID": "", "state": {"waiting": {"reason": "ImagePullBackOff"}}}]}
-        })).unwrap_or_default();
-        assert!(is_executor(&pod, "nodewright"));
-        assert!(!is_executor(&pod, "other"));
-        strip_executor_pod(&mut pod);
-        let v = serde_json::to_value(&pod).unwrap_or_default();
-        assert_eq!(
-            v["spec"]["initContainers"],
-            json!([{"name": "p-apply", "image": "i"}])
-        );
-        assert_eq!(v["spec"]["nodeName"], "n1");
-        assert_eq!(v["status"]["initContainerStatuses"][0]["restartCount"], 2);
-        assert_eq!(
-            v["status"]["initContainerStatuses"][0]["state"]["waiting"]["reason"],
-            "ImagePullBackOff"
         );
     }
 }

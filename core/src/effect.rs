@@ -187,6 +187,11 @@ pub struct NodePatch {
     pub taints_remove: Vec<Taint>,
     /// New `spec.unschedulable`, when changed.
     pub unschedulable: Option<bool>,
+    /// NodeWrights whose cordon is released on the fresh read (§8.7 with the status write that
+    /// marks the node complete, when the snapshot did not yet show the cordon): `P/cordon_<NW>`
+    /// is removed if present, and `unschedulable` cleared when it was and no other cordon remains.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub release_cordon_of: Vec<String>,
     /// Who and what it concerned.
     pub context: Context,
 }

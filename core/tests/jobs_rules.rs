@@ -241,6 +241,42 @@ fn r2_1_create_only_without_unfinished_job() {
     ));
 }
 
+/// Invariant 16.1 is per package: an unfinished Job of another version of the package (an old
+/// version's uninstall, or a stale Job still terminating) holds back the new version's Job.
+#[test]
+fn r2_1_inv16_1_an_unfinished_job_of_another_version_holds_back_the_create() {
+    let old = demo_with(vec![package("baz", "1.0.0")]);
+    let state = doc(vec![
+        entry("baz", "1.0.0", Stage::Uninstall, State::InProgress, 0),
+        entry("baz", "1.1.0", Stage::Upgrade, State::InProgress, 0),
+    ]);
+    let upgrade = package_job(&demo(), "baz", Stage::Upgrade, NODE, "new");
+    let uninstall = package_job(&old, "baz", Stage::Uninstall, NODE, "u0");
+    let mut terminating = package_job(&old, "baz", Stage::Config, NODE, "u1");
+    terminating.metadata.deletion_timestamp = Some(Time(t0()));
+    for running in [active(uninstall.clone(), 0), terminating] {
+        let snap = one_node(&state, vec![running], vec![]);
+        assert_eq!(
+            decide(&snap, upgrade.clone(), state.get("baz", "1.1.0")),
+            CreateDecision::Wait(WaitReason::ExecutorExists)
+        );
+    }
+    let other = package_job(
+        &demo_with(vec![package("qux", "1.1.0")]),
+        "qux",
+        Stage::Apply,
+        NODE,
+        "q",
+    );
+    for idle in [processed(complete(uninstall, 0)), active(other, 0)] {
+        let snap = one_node(&state, vec![idle], vec![]);
+        assert!(matches!(
+            decide(&snap, upgrade.clone(), state.get("baz", "1.1.0")),
+            CreateDecision::Create(_)
+        ));
+    }
+}
+
 #[test]
 fn r2_2_suspended_and_terminating_jobs_count_as_unfinished() {
     let mut terminating = apply_job("u2");

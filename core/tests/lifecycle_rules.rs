@@ -397,6 +397,101 @@ fn inv16_5_b7_inv16_6_uncordon_only_when_complete_and_through_ownership() {
     );
 }
 
+/// Explore seeds 898, 3322, 8800: the pass that marks a node complete saw a snapshot without
+/// this NodeWright's cordon (the cache lagged behind the cordon write), so the status write
+/// carries the release to be resolved on the fresh read (invariant 16.6).
+#[test]
+fn inv16_6_b7_complete_on_a_lagging_snapshot_releases_the_cordon_on_write() {
+    let n = with_pkg(nw("demo"), "dexter", "1.2.3");
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+    );
+    set_annotation(&mut n1, &keys::node_status("demo"), "in_progress");
+    let patch = status_write(&mut snapshot(vec![n.clone()], vec![n1.clone()]));
+    assert_eq!(
+        patch.annotations.get(&keys::node_status("demo")),
+        Some(&Some("complete".to_string()))
+    );
+    assert_eq!(patch.release_cordon_of, vec!["demo".to_string()]);
+    assert_eq!(patch.unschedulable, None, "decided on the fresh read");
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    n1.spec.as_mut().unwrap().unschedulable = Some(true);
+    let patch = status_write(&mut snapshot(vec![n], vec![n1]));
+    assert!(
+        patch.release_cordon_of.is_empty(),
+        "a cordon the snapshot shows is released as before"
+    );
+    assert_eq!(patch.annotations.get(&keys::cordon("demo")), Some(&None));
+    assert_eq!(patch.unschedulable, Some(false));
+}
+
+/// Explore seed 4622: the version is bumped while the old version's uninstall runs and the
+/// uninstall is still requested, so the new key is absent and requested: the node reads complete
+/// and introspection releases the cordon. The same pass's version change (T16) reopens the node
+/// and cordons it for the upgrade; that write must not leave it `complete` (invariant 16.6).
+#[test]
+fn inv16_6_t16_the_pass_that_cordons_a_complete_node_writes_it_in_progress() {
+    let n = with_interrupt(
+        with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true),
+        "dexter",
+        InterruptType::Service,
+        &["containerd"],
+    );
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry(
+                "dexter",
+                "1.2.3",
+                Stage::PostInterrupt,
+                State::Complete,
+            )],
+        )],
+    );
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "uninstall".to_string())]
+    );
+    let mut bumped = (*s.nodewrights[0]).clone();
+    pkg_mut(&mut bumped, "dexter").version = "1.3.0".into();
+    s.nodewrights = nodewright_core::shared(vec![bumped]);
+    for _ in 0..8 {
+        step(&mut s);
+        let node = &s.nodes[0];
+        let held = node
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(&keys::cordon("demo")));
+        assert!(
+            !(held && node_status(&s, "n1", "demo") == Some(Status::Complete)),
+            "complete and cordoned after a pass"
+        );
+    }
+}
+
+/// Steps until a pass writes the `demo` node Status; returns that node patch.
+fn status_write(s: &mut nodewright_core::Snapshot) -> nodewright_core::NodePatch {
+    for _ in 0..5 {
+        let plan = step(s);
+        let found = plan.effects.iter().find_map(|e| match e {
+            Effect::PatchNode(p) if p.annotations.contains_key(&keys::node_status("demo")) => {
+                Some((**p).clone())
+            }
+            _ => None,
+        });
+        if let Some(p) = found {
+            return p;
+        }
+    }
+    panic!("no status write in 5 passes");
+}
+
 #[test]
 fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
     let mut s = interrupt_world();
@@ -662,6 +757,54 @@ fn t14_t11_uninstall_runs_from_complete_and_removes_the_entry() {
         finish_jobs(&mut s, true);
     }
     assert_eq!(stages, vec!["uninstall"]);
+    assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
+}
+
+/// Explore seed 2972: the version is bumped while the old version's uninstall Job runs. §7.8
+/// marks the new key for upgrade (the *spec* key is not in its uninstall cycle), but the upgrade
+/// Job must not start beside the old version's uninstall Job (invariant 16.1 counts per package,
+/// so the executor-exists check of rule 2.1 matches the package at any version).
+#[test]
+fn inv16_1_t16_upgrade_waits_for_the_old_version_uninstall_job() {
+    let n = with_uninstall(with_pkg(nw("demo"), "dexter", "1.2.3"), "dexter", true);
+    let mut s = snapshot(
+        vec![n],
+        vec![with_state(
+            node("n1"),
+            "demo",
+            &[entry("dexter", "1.2.3", Stage::Config, State::Complete)],
+        )],
+    );
+    let plan = until_created(&mut s, 10);
+    assert_eq!(
+        created_stages(&plan),
+        vec![("n1".to_string(), "uninstall".to_string())]
+    );
+    let mut bumped = (*s.nodewrights[0]).clone();
+    pkg_mut(&mut bumped, "dexter").version = "1.3.0".into();
+    s.nodewrights = nodewright_core::shared(vec![bumped]);
+    for _ in 0..12 {
+        let plan = step(&mut s);
+        assert!(
+            created(&plan).is_empty(),
+            "nothing starts beside the 1.2.3 uninstall Job: {:?}",
+            created_stages(&plan)
+        );
+    }
+    let upgrade = doc(&s, "n1", "demo").get("dexter", "1.3.0").cloned();
+    assert_eq!(
+        upgrade.map(|e| (e.stage, e.state)),
+        Some((Stage::Upgrade, Some(State::InProgress))),
+        "T16 marked the new key"
+    );
+    finish_jobs(&mut s, true);
+    let plan = until_created(&mut s, 10);
+    let job = created(&plan)[0];
+    let labels = job.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get(keys::PACKAGE).map(String::as_str),
+        Some("dexter-1.3.0")
+    );
     assert!(doc(&s, "n1", "demo").get("dexter", "1.2.3").is_none());
 }
 

@@ -316,3 +316,54 @@ fn r13_1_apply_to_leaves_the_node_as_the_merge_patch_would() {
     assert_eq!(spec.unschedulable, Some(true));
     assert_eq!(spec.taints.map(|t| t.len()), Some(2));
 }
+
+/// §8.7 on the fresh read (explore seeds 898, 3322, 8800): the pass marked the node complete on
+/// a snapshot that did not yet show this NodeWright's cordon; the patch releases it on the fresh
+/// read, making the node schedulable only when no other cordon remains.
+#[test]
+fn inv16_6_b7_release_on_write_removes_a_cordon_the_snapshot_missed() {
+    let cordoned = |others: &[&str]| {
+        let mut list = vec![(keys::cordon("demo"), "true".to_string())];
+        list.extend(others.iter().map(|k| (k.to_string(), "true".to_string())));
+        let mut n = node(&list);
+        n.spec = Some(NodeSpec {
+            unschedulable: Some(true),
+            ..NodeSpec::default()
+        });
+        n
+    };
+    let mut p = patch(true, vec![]);
+    p.annotations
+        .insert(keys::node_status("demo"), Some("complete".into()));
+    p.release_cordon_of = vec!["demo".into()];
+    let delta = resolved(&cordoned(&[]), &p);
+    assert_eq!(delta.annotations.get(&keys::cordon("demo")), Some(&None));
+    assert_eq!(delta.unschedulable, Some(false));
+    assert!(delta.needs_resource_version);
+    for other in [
+        keys::cordon("other"),
+        keys::RUNTIME_REQUIRED_CORDON.to_string(),
+    ] {
+        let delta = resolved(&cordoned(&[other.as_str()]), &p);
+        assert_eq!(delta.annotations.get(&keys::cordon("demo")), Some(&None));
+        assert_eq!(delta.unschedulable, None, "{other} still holds the node");
+    }
+    let delta = resolved(&node(&[]), &p);
+    assert!(!delta.annotations.contains_key(&keys::cordon("demo")));
+    assert_eq!(delta.unschedulable, None, "nothing of ours to release");
+    let mut cordoning = p.clone();
+    cordoning.unschedulable = Some(true);
+    cordoning
+        .annotations
+        .insert(keys::cordon("demo"), Some("true".into()));
+    assert_eq!(
+        resolve_node_patch(&cordoned(&[]), &cordoning)
+            .unwrap()
+            .map(|d| (
+                d.unschedulable,
+                d.annotations.contains_key(&keys::cordon("demo"))
+            )),
+        Some((None, false)),
+        "a patch that cordons releases nothing"
+    );
+}

@@ -294,6 +294,33 @@ fn d03_strict_budget_sticky_nodes_capped_at_batch_size() {
     assert_eq!(d.selected_nodes, vec!["a", "c"]);
 }
 
+/// Explore seed 5760: the status write that recorded `d` in `nodePriority` was dropped (the
+/// NodeWright changed), but the node patch that cordoned `d` landed. A node that holds the
+/// cordon or an unfinished executor is out whatever `nodePriority` says: it is in the current
+/// batch (no new batch starts beside it) and the stickies only get the rest of the budget.
+#[test]
+fn d03_strict_budget_a_node_out_without_a_priority_entry_keeps_its_slot() {
+    let mut nodes = vec![node("a"), node("b"), node("c"), node("d")];
+    nodes[3].out = true;
+    let d = plan(&legacy_count(3), None, &nodes);
+    assert_eq!(
+        d.selected_nodes,
+        vec!["d"],
+        "no new batch beside a running node"
+    );
+    assert!(d.node_priority.contains_key("d"), "its entry is restored");
+    let sticky = with_priority(legacy_count(3), &[("a", 0), ("b", 1), ("c", 2)], 0);
+    let d = plan(&sticky, None, &nodes);
+    assert_eq!(d.selected_nodes, vec!["a", "b", "d"]);
+    nodes[3].complete = true;
+    let d = plan(&sticky, None, &nodes);
+    assert_eq!(
+        d.selected_nodes,
+        vec!["a", "b", "c"],
+        "a complete node releases its cordon and holds no slot"
+    );
+}
+
 #[test]
 fn d09_stopped_compartment_in_flight_nodes_only_finish_their_stage() {
     let stopped = BatchProcessingState {

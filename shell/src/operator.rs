@@ -15,7 +15,7 @@ use tracing::{error, info, warn};
 use crate::cache::{self, Trigger};
 use crate::client::{self, Purpose, USER_AGENT_ENV};
 use crate::health::{self, Contact, PASS_STUCK_AFTER_ENV};
-use crate::interpret::{EventRecorder, Interpreter};
+use crate::interpret::{self, CONCURRENCY_ENV, EventRecorder, Interpreter};
 use crate::leader::{self, Fence, LeaderConfig};
 use crate::metrics::Metrics;
 use crate::metrics_auth::MetricsAuth;
@@ -92,6 +92,8 @@ async fn run(
 ) -> anyhow::Result<ExitCode> {
     let stuck_after = health::stuck_after(env.get(PASS_STUCK_AFTER_ENV).map(String::as_str))
         .map_err(|e| anyhow::anyhow!("invalid operator options: {e}"))?;
+    let effect_concurrency = interpret::concurrency(env.get(CONCURRENCY_ENV).map(String::as_str))
+        .map_err(|e| anyhow::anyhow!("invalid operator options: {e}"))?;
     let identity = identity(&env);
     let agent = client::user_agent(env.get(USER_AGENT_ENV).map(String::as_str), &identity);
     // Plain requests (bounded), watches (long reads), and the reconcile writer (fenced by the
@@ -112,7 +114,8 @@ async fn run(
     let cluster = version::check(&client).await;
     info!(namespace = %options.namespace, identity = %identity, user_agent = %agent,
           leader_election = options.leader_election, webhooks = options.enable_webhooks,
-          pass_stuck_after_s = stuck_after.as_secs(), "starting nodewright-operator");
+          pass_stuck_after_s = stuck_after.as_secs(), effect_concurrency,
+          "starting nodewright-operator");
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     tokio::spawn(wait_for_signal(shutdown_tx));
@@ -254,8 +257,9 @@ async fn run(
         None => None,
     };
     let events = EventRecorder::new(&identity);
-    let interpreter =
-        Interpreter::new(writer, &options.namespace, events).with_node_cache(caches.nodes.clone());
+    let interpreter = Interpreter::new(writer, &options.namespace, events)
+        .with_node_cache(caches.nodes.clone())
+        .with_concurrency(effect_concurrency);
     let runner = Runner {
         caches,
         trigger,

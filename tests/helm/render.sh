@@ -140,6 +140,8 @@ refused=(
   "controllerManager/manager/env/copyDirRoot|--set controllerManager.manager.env.copyDirRoot=var/lib"
   "controllerManager/manager/env/runtimeRequiredTaint|--set controllerManager.manager.env.runtimeRequiredTaint=example.com/x=y:NoSchedule"
   "controllerManager/manager/env/pauseImage|--set controllerManager.manager.env.pauseImage=registry.k8s.io/pause"
+  "controllerManager/manager/env/effectConcurrency|--set controllerManager.manager.env.effectConcurrency=0"
+  "controllerManager/manager/env/effectConcurrency|--set-string controllerManager.manager.env.effectConcurrency=257"
   "controllerManager/manager/agent/tag|--set controllerManager.manager.agent.tag=latest"
   "controllerManager/manager/agent/tag|--set controllerManager.manager.agent.tag="
   "controllerManager/manager/image/digest|--set controllerManager.manager.image.digest=abc"

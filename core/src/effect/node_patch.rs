@@ -69,14 +69,16 @@ pub fn resolve_node_patch(
     );
     let spec = fresh.spec.clone().unwrap_or_default();
     let taints = new_taints(spec.taints.as_deref().unwrap_or_default(), patch);
+    let released = release_cordons(&current, patch, &mut annotations);
     let unschedulable = patch
         .unschedulable
+        .or(released.then_some(false))
         .filter(|u| *u != spec.unschedulable.unwrap_or(false));
     if annotations.is_empty() && labels.is_empty() && taints.is_none() && unschedulable.is_none() {
         return Ok(None);
     }
     Ok(Some(NodeDelta {
-        needs_resource_version: patch.guarded || state_changed || taints.is_some(),
+        needs_resource_version: patch.guarded || state_changed || taints.is_some() || released,
         annotations,
         labels,
         taints,
@@ -127,6 +129,34 @@ fn delta(
         .filter(|(k, v)| current.get(*k) != v.as_ref())
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
+}
+
+/// §8.7 on the fresh read for `release_cordon_of`: removes each listed NodeWright's cordon
+/// annotation that is present (and not set by this very patch); true when one was removed and no
+/// other cordon annotation (`P/cordon_*`, `P/runtimeRequiredCordon`) remains, so the node may be
+/// made schedulable. A patch that cordons (`unschedulable: true`) releases nothing.
+fn release_cordons(
+    current: &BTreeMap<String, String>,
+    patch: &NodePatch,
+    out: &mut BTreeMap<String, Option<String>>,
+) -> bool {
+    if patch.release_cordon_of.is_empty() || patch.unschedulable == Some(true) {
+        return false;
+    }
+    let mut removed = false;
+    for nw in &patch.release_cordon_of {
+        let key = keys::cordon(nw);
+        if current.contains_key(&key) && !matches!(patch.annotations.get(&key), Some(Some(_))) {
+            out.insert(key, None);
+            removed = true;
+        }
+    }
+    let prefix = keys::cordon("");
+    let remains = |k: &String| {
+        (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
+            && !matches!(out.get(k), Some(None))
+    };
+    removed && !current.keys().chain(out.keys()).any(remains)
 }
 
 /// Applies entry changes and document removals to the fresh annotations; returns the applied

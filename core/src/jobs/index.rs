@@ -79,6 +79,15 @@ impl ExecutorJob<'_> {
         }
     }
 
+    /// True when the Job runs package `name` at any version: by its `<P>/package` annotation, or,
+    /// when that is unreadable, by its package label for `version`.
+    pub fn runs_package(&self, name: &str, version: &str) -> bool {
+        match &self.package {
+            Some(p) => p.name == name,
+            None => self.runs(name, version),
+        }
+    }
+
     /// True when the Job runs `name|version` (by its package label).
     pub fn runs(&self, name: &str, version: &str) -> bool {
         self.package_label.as_deref().is_some_and(|label| {
@@ -225,10 +234,14 @@ impl<'a> ExecutorIndex<'a> {
             .filter(move |j| j.runs(package, version))
     }
 
-    /// "Executor exists" (04 rule 2.1): an unfinished Job of (NodeWright, node, package version)
-    /// in any stage; suspended and terminating Jobs count, finished ones never do.
+    /// "Executor exists" (04 rule 2.1 read with invariant 16.1): an unfinished Job of (NodeWright,
+    /// node, package) in any stage and at any version, so an old version's uninstall or a stale
+    /// Job still terminating holds back the new version's start; suspended and terminating Jobs
+    /// count, finished ones never do. `version` names the package only for a Job whose
+    /// annotation is unreadable (matched by its label).
     pub fn unfinished(&self, nodewright: &str, node: &str, package: &str, version: &str) -> bool {
-        self.of_package(nodewright, node, package, version)
+        self.on_node(nodewright, node)
+            .filter(|j| j.runs_package(package, version))
             .any(ExecutorJob::is_unfinished)
     }
 

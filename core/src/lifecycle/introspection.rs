@@ -242,7 +242,11 @@ fn set_node_statuses(
         if new != Status::Complete {
             continue;
         }
-        ctx.work.release_cordon(&v.name, node);
+        if f.current == Status::Complete {
+            ctx.work.release_cordon(&v.name, node);
+        } else {
+            ctx.work.release_cordon_on_write(&v.name, node);
+        }
         if f.current != Status::Complete {
             ctx.work.event(
                 node_ref(name),

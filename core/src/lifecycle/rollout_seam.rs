@@ -2,7 +2,7 @@
 //! decision into the NodeWright status.
 
 use k8s_openapi::api::core::v1::Taint;
-use nodewright_crds::Status;
+use nodewright_crds::{Status, keys};
 
 use super::ctx::Ctx;
 use super::view::NwView;
@@ -37,12 +37,9 @@ pub fn node_views(ctx: &Ctx, v: &NwView, before: Option<&[Status]>) -> Vec<NodeV
             let node = ctx.node(name)?;
             let status = ctx.work.node_status(node, &v.name);
             let prior = before.and_then(|b| b.get(i).copied()).unwrap_or(status);
-            Some(NodeView::from_node(
-                node,
-                status,
-                prior,
-                ctx.node_complete(v, name),
-            ))
+            let out = ctx.work.annotation(node, &keys::cordon(&v.name)).is_some()
+                || ctx.index.on_node(&v.name, name).any(|j| j.is_unfinished());
+            Some(NodeView::from_node(node, status, prior, ctx.node_complete(v, name)).with_out(out))
         })
         .collect()
 }

@@ -42,6 +42,9 @@ pub struct Work {
     pub taints_remove: BTreeMap<String, Vec<Taint>>,
     /// Nodes patched without a resourceVersion precondition (reboot reset, finalizer cleanup).
     pub unguarded: BTreeSet<String>,
+    /// NodeWrights whose cordon is released on the fresh read, per node (see
+    /// [`Work::release_cordon_on_write`]).
+    pub release_on_write: BTreeMap<String, BTreeSet<String>>,
     /// Working NodeWright statuses (only those touched), their `nodeState` mirror left empty.
     pub statuses: BTreeMap<String, NodeWrightStatus>,
     /// Edits of each NodeWright's `status.nodeState` mirror (only those touched).
@@ -136,6 +139,19 @@ impl Work {
         if !others {
             self.set_unschedulable(node, false);
         }
+    }
+
+    /// §8.7 for a node the pass marks complete while its snapshot shows no `P/cordon_<NW>`: the
+    /// cache may lag behind this NodeWright's own cordon write, so the node patch asks for the
+    /// release on its fresh read (invariant 16.6: complete and cordoned are never written together).
+    pub fn release_cordon_on_write(&mut self, nw: &str, node: &Node) {
+        if self.annotation(node, &keys::cordon(nw)).is_some() {
+            return self.release_cordon(nw, node);
+        }
+        self.release_on_write
+            .entry(node_name(node))
+            .or_default()
+            .insert(nw.to_string());
     }
 
     /// Sets a label on a node (only recorded when it differs from the snapshot node).
@@ -380,6 +396,11 @@ pub fn node_patch(
     patch.unschedulable = work.unschedulable.get(&name).copied();
     patch.taints_add = work.taints_add.get(&name).cloned().unwrap_or_default();
     patch.taints_remove = work.taints_remove.get(&name).cloned().unwrap_or_default();
+    patch.release_cordon_of = work
+        .release_on_write
+        .get(&name)
+        .map(|nws| nws.iter().cloned().collect())
+        .unwrap_or_default();
     let empty = patch.state.is_empty()
         && patch.remove_state_of.is_empty()
         && patch.annotations.is_empty()

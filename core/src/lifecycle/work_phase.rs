@@ -518,15 +518,23 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         return false;
     };
     let cordon_key = keys::cordon(&v.name);
+    // Durable: the snapshot shows the cordon and this pass did not release it (introspection
+    // releases it on a node it found complete before a version change reopened it).
     let durable = node
         .spec
         .as_ref()
         .and_then(|s| s.unschedulable)
         .unwrap_or(false)
-        && super::view::annotation(node, &cordon_key) == Some("true");
+        && super::view::annotation(node, &cordon_key) == Some("true")
+        && ctx.work.annotation(node, &cordon_key) == Some("true");
     if !durable {
         ctx.work.set_unschedulable(node, true);
         ctx.work.set_annotation(node, &cordon_key, Some("true"));
+        // Invariant 16.6: a cordoned node is not complete. A version change (T16) reopens a
+        // complete node without a status write (D3), so the cordoning write carries one.
+        if ctx.work.node_status(node, &v.name) == Status::Complete {
+            ctx.work.set_node_status(node, &v.name, Status::InProgress);
+        }
         return false;
     }
     let pods = ctx.pods_by_node.get(node_name).cloned().unwrap_or_default();

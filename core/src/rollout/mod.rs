@@ -96,6 +96,9 @@ pub struct NodeView {
     pub status_before: Status,
     /// The node-complete predicate for this NodeWright (02-lifecycle.md D5).
     pub complete: bool,
+    /// The node holds this NodeWright's cordon or an unfinished executor of it: it is out, so it
+    /// takes a slot of the budget whatever its status and `nodePriority` say (D3 strict budget).
+    pub out: bool,
 }
 
 impl NodeView {
@@ -112,7 +115,13 @@ impl NodeView {
             status,
             status_before,
             complete,
+            out: false,
         }
+    }
+
+    /// The same view, marked out (holding a cordon or an unfinished executor) or not.
+    pub fn with_out(self, out: bool) -> Self {
+        Self { out, ..self }
     }
 }
 

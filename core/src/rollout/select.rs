@@ -43,18 +43,21 @@ pub struct Member<'a> {
 ///
 /// 1. A stopped compartment selects nothing; its eligible `in_progress` nodes only finish their
 ///    current stage (D9).
-/// 2. The current batch is the eligible `in_progress` members plus the eligible sticky members
-///    (in `nodePriority`, not complete), stickies oldest first; the stickies are capped at
-///    `batch_size − #in_progress` (D3 strict budget).
+/// 2. The current batch is the eligible running members (`in_progress`, or out: holding the
+///    cordon or an unfinished executor while not complete, even when a dropped status write lost
+///    their `nodePriority` entry) plus the eligible sticky members (in `nodePriority`, not
+///    complete), stickies oldest first; the stickies are capped at `batch_size − #running` (D3
+///    strict budget).
 /// 3. Without a current batch a new one is taken in candidate order (waiting, unknown, blocked,
 ///    erroring; node order inside a class), eligible and not complete nodes only. Ineligible
 ///    sticky nodes keep their slot, so the batch never exceeds `batch_size` when they return.
 pub fn select_batch(members: &[Member<'_>], batch_size: i64, stopped: bool) -> BatchSelection {
-    let in_progress: Vec<&Member<'_>> = members
+    let mut in_progress: Vec<&Member<'_>> = members
         .iter()
-        .filter(|m| m.eligible && m.node.status == Status::InProgress)
+        .filter(|m| m.eligible && running(m))
         .collect();
     if stopped {
+        in_progress.retain(|m| m.node.status == Status::InProgress);
         return BatchSelection {
             finishing: names(&in_progress),
             ..BatchSelection::default()
@@ -63,14 +66,14 @@ pub fn select_batch(members: &[Member<'_>], batch_size: i64, stopped: bool) -> B
     let mut sticky_ok: Vec<&Member<'_>> = members
         .iter()
         .filter(|m| m.eligible && !m.node.complete && m.priority.is_some())
-        .filter(|m| m.node.status != Status::InProgress)
+        .filter(|m| !running(m))
         .collect();
     sticky_ok.sort_by(|a, b| (a.priority, &a.node.name).cmp(&(b.priority, &b.node.name)));
     // Ineligible members already admitted (sticky or running) keep their slot.
     let held = members
         .iter()
         .filter(|m| !m.eligible && !m.node.complete)
-        .filter(|m| m.priority.is_some() || m.node.status == Status::InProgress)
+        .filter(|m| m.priority.is_some() || running(m))
         .count();
     if !in_progress.is_empty() || !sticky_ok.is_empty() {
         let room = usize_room(batch_size - in_progress.len() as i64);
@@ -88,6 +91,11 @@ pub fn select_batch(members: &[Member<'_>], batch_size: i64, stopped: bool) -> B
         selected,
         finishing: Vec::new(),
     }
+}
+
+/// In the current batch whatever `nodePriority` says: `in_progress`, or out and not complete.
+fn running(m: &Member<'_>) -> bool {
+    m.node.status == Status::InProgress || (m.node.out && !m.node.complete)
 }
 
 fn new_batch(members: &[Member<'_>], room: usize) -> Vec<String> {

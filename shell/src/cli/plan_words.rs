@@ -113,6 +113,11 @@ fn node_patch(p: &NodePatch) -> String {
         None => {}
     }
     parts.extend(
+        p.release_cordon_of
+            .iter()
+            .map(|nw| format!("release the cordon of {nw} if the node holds it")),
+    );
+    parts.extend(
         p.taints_add
             .iter()
             .map(|t| format!("taint {}:{}", t.key, t.effect)),

@@ -1,10 +1,12 @@
-//! The effect interpreter: applies a [`Plan`]'s effects in order, each against fresh state with
-//! its precondition (00-architecture.md "Effects", 02-lifecycle.md §13).
+//! The effect interpreter: applies a [`nodewright_core::Plan`]'s effects, each against fresh
+//! state with its precondition (00-architecture.md "Effects", 02-lifecycle.md §13); how they are
+//! scheduled (node lanes, barriers, Events last) is in `apply.rs`.
 //!
 //! Every effect ends in an [`Outcome`]. A dropped or failed write poisons its scope: later
 //! effects on the same node are skipped, the NodeWright's status patch is skipped when one of its
 //! node writes failed (§13.7), and an Event right after a write that did not happen is skipped.
 
+mod apply;
 mod events;
 mod interrupt;
 pub mod kube_port;
@@ -14,18 +16,17 @@ mod nodewright;
 mod objects;
 pub mod port;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::runtime::reflector::Store;
-use nodewright_core::effect::{Ended, FinalizerChain, SkipScope};
-use nodewright_core::{Context, Effect, Plan, Snapshot};
-use tracing::{Instrument, debug, info_span, warn};
+use nodewright_core::effect::{Ended, FinalizerChain};
+use nodewright_core::{Context, Effect, Snapshot};
+use tracing::{debug, info_span, warn};
 
+pub use apply::{CONCURRENCY_ENV, DEFAULT_CONCURRENCY, MAX_CONCURRENCY, concurrency};
 pub use events::EventRecorder;
 pub use kube_port::KubePort;
 pub use memory::MemoryPort;
@@ -125,6 +126,8 @@ pub struct Interpreter<P = KubePort> {
     pub(crate) events: EventRecorder,
     pub(crate) conflict_attempts: u32,
     pub(crate) retry_backoff: Duration,
+    /// How many lanes (and then Events) are applied at a time.
+    pub(crate) concurrency: usize,
     /// Per NodeWright, the resourceVersion our own finalizer write turned the snapshot's version
     /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
     /// `from` may expect `to` (§13.7, status precondition).
@@ -153,8 +156,21 @@ impl<P: ClusterPort> Interpreter<P> {
             events,
             conflict_attempts: 5,
             retry_backoff: Duration::from_millis(20),
+            concurrency: DEFAULT_CONCURRENCY,
             finalizer_chain: Default::default(),
         }
+    }
+
+    /// Applies the effects of up to `limit` nodes (and then up to `limit` Events) at a time;
+    /// 0 counts as 1.
+    pub fn with_concurrency(mut self, limit: usize) -> Self {
+        self.concurrency = limit.max(1);
+        self
+    }
+
+    /// How many nodes' effects (and then Events) are applied at a time.
+    pub fn concurrency(&self) -> usize {
+        self.concurrency
     }
 
     /// Shares the finalizer chain (kept between passes) with an earlier interpreter.
@@ -176,91 +192,6 @@ impl<P: ClusterPort> Interpreter<P> {
     /// Gives the port back.
     pub fn into_port(self) -> P {
         self.port
-    }
-
-    /// Applies every effect of `plan`; `snapshot` is what the plan was computed from.
-    ///
-    /// Effects on one node keep their order. A run of consecutive node-scoped effects is applied
-    /// for up to [`PARALLEL_NODES`] nodes at a time; every other effect (status, finalizers,
-    /// ConfigMaps) is a barrier applied alone, after everything before it. An Event belongs to
-    /// the effect it follows. Outcomes are reported in plan order.
-    pub async fn apply(&self, snapshot: &Snapshot, plan: &Plan) -> Report {
-        self.apply_effects(snapshot, &plan.effects).await
-    }
-
-    /// [`Interpreter::apply`] of a list of effects (a whole plan, or the part of one that a
-    /// simulated crash lets through).
-    pub async fn apply_effects(&self, snapshot: &Snapshot, effects: &[Effect]) -> Report {
-        let units = units(effects);
-        let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
-            effects.iter().map(|_| None).collect();
-        let mut scope = SkipScope::default();
-        let mut at = 0;
-        while at < units.len() {
-            let end = units[at..]
-                .iter()
-                .position(|u| u.node.is_none())
-                .map_or(units.len(), |p| at + p);
-            if end == at {
-                let done = self
-                    .run_sequence(snapshot, effects, &units[at].indices, &mut scope)
-                    .await;
-                place(&mut outcomes, done);
-                at += 1;
-                continue;
-            }
-            let mut lanes: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-            for unit in &units[at..end] {
-                let node = unit.node.as_deref().unwrap_or_default();
-                lanes.entry(node).or_default().extend(&unit.indices);
-            }
-            let results: Vec<(SkipScope, Vec<Done>)> =
-                futures::stream::iter(lanes.into_iter().map(|(node, indices)| {
-                    let mut local = scope.fork(node);
-                    async move {
-                        let done = self
-                            .run_sequence(snapshot, effects, &indices, &mut local)
-                            .await;
-                        (local, done)
-                    }
-                }))
-                .buffer_unordered(PARALLEL_NODES)
-                .collect()
-                .await;
-            for (local, done) in results {
-                scope.merge(local);
-                place(&mut outcomes, done);
-            }
-            at = end;
-        }
-        Report {
-            outcomes: outcomes.into_iter().flatten().collect(),
-        }
-    }
-
-    /// Applies the effects at `indices` one after the other under `scope`.
-    async fn run_sequence(
-        &self,
-        snapshot: &Snapshot,
-        effects: &[Effect],
-        indices: &[usize],
-        scope: &mut SkipScope,
-    ) -> Vec<Done> {
-        let mut done = Vec::with_capacity(indices.len());
-        for &i in indices {
-            let effect = &effects[i];
-            let kind = effect.kind();
-            let outcome = if scope.blocks(effect) {
-                Outcome::Skipped
-            } else {
-                let span = effect_span(kind, effect.context());
-                fenced_to_dropped(self.apply_one(snapshot, effect).instrument(span).await)
-            };
-            log_outcome(kind, effect, &outcome);
-            scope.record(effect, outcome.ended());
-            done.push((i, kind, outcome));
-        }
-        done
     }
 
     /// Applies one effect with its precondition.
@@ -368,41 +299,6 @@ fn fenced_to_dropped(outcome: Outcome) -> Outcome {
     match outcome {
         Outcome::Failed(ShellError::Api(ApiError::Fenced(why))) => Outcome::Dropped(why),
         other => other,
-    }
-}
-
-/// How many nodes' effects are applied concurrently.
-pub const PARALLEL_NODES: usize = 16;
-
-/// An effect plus the Events that follow it, and the node it concerns.
-struct Unit {
-    node: Option<String>,
-    indices: Vec<usize>,
-}
-
-/// Splits a plan into units; leading Events form their own unit without a node.
-fn units(effects: &[Effect]) -> Vec<Unit> {
-    let mut out: Vec<Unit> = Vec::new();
-    for (i, effect) in effects.iter().enumerate() {
-        match (effect, out.last_mut()) {
-            (Effect::Event(_), Some(last)) => last.indices.push(i),
-            _ => out.push(Unit {
-                node: effect.node().map(str::to_string),
-                indices: vec![i],
-            }),
-        }
-    }
-    out
-}
-
-/// One applied effect: its index in the plan, kind and outcome.
-type Done = (usize, &'static str, Outcome);
-
-fn place(outcomes: &mut [Option<(&'static str, Outcome)>], done: Vec<Done>) {
-    for (i, kind, outcome) in done {
-        if let Some(slot) = outcomes.get_mut(i) {
-            *slot = Some((kind, outcome));
-        }
     }
 }
 

@@ -1683,3 +1683,5 @@ fn m2_adding_the_finalizer_stamps_the_operator_version() {
     let removal = nodewright::finalizer_patch(&nw, false).expect("finalizer present");
     assert!(removal["metadata"].get("annotations").is_none());
 }
+
+mod concurrency;

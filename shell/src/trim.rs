@@ -1,8 +1,10 @@
-//! Returning freed heap to the system. glibc malloc keeps memory the process freed (watch events
-//! decoded whole before the caches strip them, per-pass indexes) in its arenas; only the top of
-//! each heap is given back on its own. `malloc_trim(0)` also releases the free pages in the
-//! middle of the heaps, so the resident memory follows what the caches hold instead of the
-//! highest it has been (docs/performance.md, "Executor slimming").
+//! Keeping glibc malloc's footprint close to what the process holds. glibc keeps memory the
+//! process freed (watch events decoded whole before the caches strip them, per-pass indexes) in
+//! per-thread arenas and gives back only the top of each heap on its own. The operator therefore
+//! uses one arena unless `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` says otherwise ([`limit_arenas`]),
+//! and `malloc_trim(0)` releases the free pages in the middle of the heap every [`PERIOD`], so the
+//! resident memory follows what the caches hold instead of the highest it has been
+//! (docs/performance.md, "Executor slimming").
 
 use std::time::Duration;
 
@@ -32,6 +34,32 @@ pub async fn run(period: Duration, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
+/// Arenas glibc malloc may use unless the environment sets its own limit.
+pub const ARENAS: i32 = 1;
+
+/// Limits glibc malloc to [`ARENAS`] arenas unless `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` is set.
+/// Call it first thing in `main`, before any thread starts; true when the limit was set.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn limit_arenas() -> bool {
+    const M_ARENA_MAX: std::ffi::c_int = -8;
+    unsafe extern "C" {
+        fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    if std::env::var_os("MALLOC_ARENA_MAX").is_some()
+        || std::env::var_os("GLIBC_TUNABLES").is_some()
+    {
+        return false;
+    }
+    // SAFETY: glibc's mallopt takes two integers; M_ARENA_MAX only bounds future arenas.
+    unsafe { mallopt(M_ARENA_MAX, ARENAS) == 1 }
+}
+
+/// Limits malloc arenas; a no-op without glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn limit_arenas() -> bool {
+    false
+}
+
 /// Releases free heap pages; true when memory was returned.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn trim() -> bool {
@@ -46,4 +74,17 @@ pub fn trim() -> bool {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn trim() -> bool {
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arenas_are_limited_unless_the_environment_sets_a_limit() {
+        let env_set = std::env::var_os("MALLOC_ARENA_MAX").is_some()
+            || std::env::var_os("GLIBC_TUNABLES").is_some();
+        let glibc = cfg!(all(target_os = "linux", target_env = "gnu"));
+        assert_eq!(limit_arenas(), glibc && !env_set);
+    }
 }

@@ -41,17 +41,13 @@ pub const ARENAS: i32 = 1;
 /// Call it first thing in `main`, before any thread starts; true when the limit was set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn limit_arenas() -> bool {
-    const M_ARENA_MAX: std::ffi::c_int = -8;
-    unsafe extern "C" {
-        fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
-    }
     if std::env::var_os("MALLOC_ARENA_MAX").is_some()
         || std::env::var_os("GLIBC_TUNABLES").is_some()
     {
         return false;
     }
     // SAFETY: glibc's mallopt takes two integers; M_ARENA_MAX only bounds future arenas.
-    unsafe { mallopt(M_ARENA_MAX, ARENAS) == 1 }
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, ARENAS) == 1 }
 }
 
 /// Limits malloc arenas; a no-op without glibc.
@@ -63,11 +59,8 @@ pub fn limit_arenas() -> bool {
 /// Releases free heap pages; true when memory was returned.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn trim() -> bool {
-    unsafe extern "C" {
-        fn malloc_trim(pad: usize) -> std::ffi::c_int;
-    }
     // SAFETY: glibc's malloc_trim takes no pointers and locks each arena itself.
-    unsafe { malloc_trim(0) == 1 }
+    unsafe { libc::malloc_trim(0) == 1 }
 }
 
 /// Releases free heap pages; a no-op without glibc.

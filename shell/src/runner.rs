@@ -62,6 +62,23 @@ pub fn next_delay(plan: &Plan, report: &Report, failures: u32) -> Option<Duratio
     }
 }
 
+/// The pass loop's follow-up rule (R9): counts consecutive failing passes and turns each finished
+/// pass into the wait before the next one. The operator's loop and the simulator both use it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cadence {
+    failures: u32,
+}
+
+impl Cadence {
+    /// Records a finished pass (its plan and everything applying it did) and returns the wait
+    /// before the next pass (`None`: until a trigger).
+    pub fn after_pass(&mut self, plan: &Plan, report: &Report) -> Option<Duration> {
+        let failed = !plan.errors.is_empty() || !report.errors().is_empty();
+        self.failures = if failed { self.failures + 1 } else { 0 };
+        next_delay(plan, report, self.failures)
+    }
+}
+
 /// Why [`Runner::lead`] returned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
@@ -135,7 +152,7 @@ impl Runner {
         leading: &mut watch::Receiver<bool>,
         shutdown: &mut watch::Receiver<bool>,
     ) -> Stop {
-        let mut failures = 0u32;
+        let mut cadence = Cadence::default();
         let mut delay: Option<Duration> = Some(Duration::ZERO);
         loop {
             let sleep = async {
@@ -162,9 +179,7 @@ impl Runner {
                     return Stop::Lost;
                 }
             };
-            let failed = !plan.errors.is_empty() || !report.errors().is_empty();
-            failures = if failed { failures + 1 } else { 0 };
-            delay = next_delay(&plan, &report, failures);
+            delay = cadence.after_pass(&plan, &report);
             debug!(next = ?delay, "pass scheduled");
         }
     }

@@ -462,8 +462,12 @@ impl Checker {
 }
 
 impl Checker {
-    /// I3: an apply, upgrade, uninstall or config executor of a package with an interrupt starts
-    /// only on a node the snapshot shows durably cordoned by its NodeWright and already drained.
+    /// I3 (02-lifecycle.md §16.3): an apply, upgrade, uninstall or config re-entry executor of a
+    /// package with an interrupt starts only on a node the snapshot shows durably cordoned by its
+    /// NodeWright and already drained. A `config` that follows the package's `apply` or `upgrade`
+    /// (the snapshot's entry is still at that stage: NextStage, §7.5 gate step 1) is no re-entry:
+    /// it runs under the cordon and drain its first stage took, so only the cordon is checked;
+    /// the pods are checked again before the interrupt fires (Q15).
     fn cordon_first(
         &mut self,
         nw: &NodeWright,
@@ -495,6 +499,10 @@ impl Checker {
         };
         let cordoned = facts::unschedulable(node)
             && facts::annotation(node, &keys::cordon(&nw_name)) == Some("true");
+        let follows_first_stage = matches!(stage, Ok(Stage::Config))
+            && facts::node_state(node, &nw_name)
+                .get(&f.package, &pkg.version)
+                .is_some_and(|e| matches!(e.stage, Stage::Apply | Stage::Upgrade));
         let in_the_way: Vec<String> = snapshot
             .workload_pods
             .iter()
@@ -508,7 +516,7 @@ impl Checker {
             })
             .map(|p| p.metadata.name.clone().unwrap_or_default())
             .collect();
-        if !cordoned || !in_the_way.is_empty() {
+        if !cordoned || (!in_the_way.is_empty() && !follows_first_stage) {
             self.report(
                 at,
                 "I3 cordon-before-interrupt-work",

@@ -11,7 +11,7 @@ use nodewright_core::effect::FinalizerChain;
 use nodewright_core::{Effect, Options, Plan, Snapshot};
 use nodewright_shell::interpret::{EventRecorder, Interpreter, Report};
 use nodewright_shell::leader::Change;
-use nodewright_shell::runner::{DEBOUNCE, next_delay};
+use nodewright_shell::runner::{Cadence, DEBOUNCE};
 use nodewright_shell::trace::TraceOutcome;
 use serde::{Deserialize, Serialize};
 
@@ -116,10 +116,10 @@ pub struct Operator {
     dropped_since_relist: bool,
     inflight: Vec<(SimTime, usize)>,
     last_relist: SimTime,
-    /// Consecutive failing passes (the shell's backoff input).
-    failures: u32,
-    /// The rest of a plan stopped by a pause: (resume time, snapshot, effects, already sent).
-    zombie: Option<(SimTime, Snapshot, Vec<Effect>, bool)>,
+    /// The shell's pass-loop schedule (consecutive failures, requeue).
+    cadence: Cadence,
+    /// A pass stopped by a pause, finished when the pause ends.
+    zombie: Option<Suspended>,
     rng: Rng,
     snapshot: Option<Snapshot>,
     finalizer_chain: Arc<Mutex<FinalizerChain>>,
@@ -154,7 +154,7 @@ impl Operator {
             dropped_since_relist: false,
             inflight: Vec::new(),
             last_relist: 0,
-            failures: 0,
+            cadence: Cadence::default(),
             zombie: None,
             rng: Rng::new(seed ^ 0x0b5e_55ed),
             snapshot: None,
@@ -195,7 +195,7 @@ impl Operator {
         let mut times: Vec<SimTime> = self.inflight.iter().map(|(t, _)| *t).collect();
         times.extend(self.candidate.as_ref().map(Candidate::next_wakeup));
         times.extend(self.next_pass);
-        times.extend(self.zombie.as_ref().map(|z| z.0));
+        times.extend(self.zombie.as_ref().map(|z| z.resume_at));
         let relist = self.relist_period();
         if relist > 0 {
             times.push(self.last_relist + relist);
@@ -254,18 +254,9 @@ impl Operator {
         }
         // A pass stopped mid-plan resumes before the lease task notices anything: the fence
         // alone decides whether its remaining writes go out.
-        if let Some((t, snapshot, effects, sent)) = self.zombie.take() {
-            if now >= t {
-                let mode = if sent {
-                    Sending::InFlight
-                } else {
-                    Sending::Fenced
-                };
-                let from = Stretch::Resumed(mode);
-                self.apply(world, checker, &snapshot, &effects, now, from);
-            } else {
-                self.zombie = Some((t, snapshot, effects, sent));
-            }
+        match self.zombie.take() {
+            Some(z) if now >= z.resume_at => self.resume(world, checker, z, now),
+            z => self.zombie = z,
         }
         self.campaign(world, now);
         let triggered = self.pull_events(world, now);
@@ -292,6 +283,30 @@ impl Operator {
         match self.candidate.as_mut() {
             Some(c) => *c = c.restarted(self.restarts, now),
             None => self.next_pass = Some(now),
+        }
+    }
+
+    /// Sends the rest of a pass stopped by a pause and ends that pass as the shell's pass loop
+    /// does: the whole pass's report decides when the next one runs.
+    fn resume(&mut self, world: &mut World, checker: &mut Checker, z: Suspended, now: SimTime) {
+        let mode = if z.in_flight {
+            Sending::InFlight
+        } else {
+            Sending::Fenced
+        };
+        let from = Stretch::Resumed(mode);
+        let rest = self.apply(world, checker, &z.snapshot, &z.rest, now, from);
+        let mut report = z.report;
+        report.outcomes.extend(rest.outcomes);
+        self.schedule_after(&z.plan, &report, now);
+    }
+
+    /// The shell's pass loop after a pass: consecutive failures back off, dropped or skipped
+    /// effects retry soon, otherwise the plan's requeue hint (`runner::Cadence`).
+    fn schedule_after(&mut self, plan: &Plan, report: &Report, now: SimTime) {
+        if let Some(delay) = self.cadence.after_pass(plan, report) {
+            let t = now + (delay.as_millis() as SimTime).max(1);
+            self.next_pass = Some(self.next_pass.map_or(t, |p| p.min(t)));
         }
     }
 
@@ -416,20 +431,20 @@ impl Operator {
             }) => {
                 self.pause(now, pause_for);
                 let rest = plan.effects[limit..].to_vec();
-                self.zombie = Some((now + pause_for.max(1), snapshot, rest, in_flight));
+                self.zombie = Some(Suspended {
+                    resume_at: now + pause_for.max(1),
+                    snapshot,
+                    rest,
+                    in_flight,
+                    plan,
+                    report,
+                });
                 return;
             }
             None => {}
         }
         self.snapshot = Some(snapshot);
-        // The shell's pass loop: consecutive failures back off, dropped or skipped effects
-        // retry soon, otherwise the plan's requeue hint (`runner::next_delay`).
-        let failed = !plan.errors.is_empty() || !report.errors().is_empty();
-        self.failures = if failed { self.failures + 1 } else { 0 };
-        if let Some(delay) = next_delay(&plan, &report, self.failures) {
-            let t = now + (delay.as_millis() as SimTime).max(1);
-            self.next_pass = Some(self.next_pass.map_or(t, |p| p.min(t)));
-        }
+        self.schedule_after(&plan, &report, now);
     }
 
     /// Applies effects with the shell's interpreter over the simulated apiserver; returns its
@@ -490,6 +505,23 @@ impl Operator {
         checker.check_written(&written, &world.store.objects, now);
         report
     }
+}
+
+/// A pass stopped by a pause: the rest of its plan is sent when the pause ends, and only then
+/// does the pass end (its whole report schedules the next one, as in the shell's loop).
+struct Suspended {
+    /// When the pause ends.
+    resume_at: SimTime,
+    /// The snapshot the pass planned on.
+    snapshot: Snapshot,
+    /// The effects not sent before the pause.
+    rest: Vec<Effect>,
+    /// The rest had already passed the fence and lands when the pause ends.
+    in_flight: bool,
+    /// The pass's plan (its requeue hint and errors).
+    plan: Plan,
+    /// What the effects sent before the pause did.
+    report: Report,
 }
 
 /// How a pass is cut short.

@@ -91,6 +91,59 @@ fn i03_apply_of_interrupt_package_needs_a_durable_cordon() {
     assert_eq!(check(&snapshot, vec![start("apply")]), Vec::<String>::new());
 }
 
+fn running_pod() -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "default",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                          "uid": "rs1", "controller": true}]},
+        "spec": {"nodeName": "n1", "containers": []},
+        "status": {"phase": "Running"},
+    }))
+    .expect("valid Pod")
+}
+
+/// 02-lifecycle.md §16.3 gates apply, upgrade, uninstall and a config *re-entry*: a `config` that
+/// follows `apply` (entry still (apply, complete), NextStage) runs under the cordon and drain of
+/// the apply and is not held back by a pod a stale cache still shows (explore seeds 487, 5053);
+/// a config re-entry (entry at config after a config commit) is, and either needs the cordon.
+#[test]
+fn i03_inv16_3_config_after_apply_needs_the_cordon_but_no_second_drain() {
+    let pkg = json!({"version": "1.0.0", "image": "r/dexter", "interrupt": {"type": "reboot"}});
+    let applied = r#"{"dexter|1.0.0":{"name":"dexter","version":"1.0.0","image":"r/dexter","stage":"apply","state":"complete"}}"#;
+    let reentry = r#"{"dexter|1.0.0":{"name":"dexter","version":"1.0.0","image":"r/dexter","stage":"config","state":"in_progress"}}"#;
+    let with = |cordoned: bool, doc: &str| Snapshot {
+        nodewrights: vec![std::sync::Arc::new(nodewright(pkg.clone()))],
+        nodes: vec![std::sync::Arc::new(node(cordoned, Some(doc)))],
+        workload_pods: vec![std::sync::Arc::new(running_pod())],
+        ..Snapshot::default()
+    };
+    let i3 = |s: &Snapshot| {
+        check(s, vec![start("config")])
+            .iter()
+            .any(|r| r.starts_with("I3 "))
+    };
+    assert!(
+        !i3(&with(true, applied)),
+        "config after apply: no second drain"
+    );
+    assert!(
+        i3(&with(false, applied)),
+        "config after apply still needs the cordon"
+    );
+    assert!(
+        i3(&with(true, reentry)),
+        "a config re-entry needs the drain"
+    );
+    assert!(
+        check(&with(true, applied), vec![start("apply")])
+            .iter()
+            .any(|r| r.starts_with("I3 ")),
+        "apply needs the drain"
+    );
+}
+
 #[test]
 fn i03_package_without_interrupt_needs_no_cordon() {
     let pkg = json!({"version": "1.0.0", "image": "r/dexter"});

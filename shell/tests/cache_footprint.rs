@@ -13,8 +13,9 @@
 //! `watch_decode_heap` replays the same objects as watch events, with the managedFields of the
 //! `shell/src/cache/testdata` fixtures added as the apiserver sends them (`kubectl get` leaves
 //! them out), decoded whole (`NW_FOOTPRINT_MODE=whole`) or into the caches' wire type (`wire`),
-//! three events per object, keeping the stripped result as a store does; it prints the heap
-//! malloc holds and the heap it has taken from the system. One mode per process:
+//! three events per object, keeping the stripped result in a `Vec` (`store`: wire decoding into
+//! a kube-runtime reflector store, as the caches do, so its keys and table count too); it prints
+//! the heap malloc holds and the heap it has taken from the system. One mode per process:
 //!
 //! ```sh
 //! cd /tmp/fp && for k in job pod; do jq -c --slurpfile f $REPO/shell/src/cache/testdata/executor_$k.json \
@@ -139,6 +140,30 @@ where
     n
 }
 
+/// As [`replay`] with the wire decoding, keeping the objects in a reflector store as the caches
+/// do (so the store's keys and hash table are counted too).
+fn replay_store<K>(lines: &[&str], strip: impl Fn(&mut K)) -> usize
+where
+    K: kube::Resource<DynamicType = ()> + nodewright_shell::cache::wire::Slim,
+    K: Clone + Default + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, mut writer) = kube::runtime::reflector::store::<K>();
+    for _ in 0..3 {
+        for line in lines {
+            if let Ok(kube::core::WatchEvent::Modified(w)) =
+                serde_json::from_str::<kube::core::WatchEvent<Wire<K>>>(line)
+            {
+                let mut k = w.into_result().unwrap_or_default();
+                strip(&mut k);
+                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(k));
+            }
+        }
+    }
+    let n = reader.len();
+    std::mem::forget((reader, writer));
+    n
+}
+
 #[test]
 #[ignore]
 fn watch_decode_heap() {
@@ -154,7 +179,10 @@ fn watch_decode_heap() {
     let jobs: Vec<&str> = jobs_text.lines().collect();
     let pods: Vec<&str> = pods_text.lines().collect();
     let (used0, taken0, started) = (in_use(), taken(), std::time::Instant::now());
-    let n = if mode == "wire" {
+    let n = if mode == "store" {
+        replay_store::<Job>(&jobs, strip_job)
+            + replay_store::<Pod>(&pods, |p| strip_any_pod(p, "nodewright"))
+    } else if mode == "wire" {
         replay(
             &jobs,
             |w: Wire<Job>| w.into_result().unwrap_or_default(),

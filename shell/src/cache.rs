@@ -2,14 +2,15 @@
 //!
 //! Memory is kept low by stripping what the core never reads (managedFields, node images,
 //! container details of workload pods) before objects enter a store, and by scoping Jobs,
-//! executor pods and ConfigMaps to the operator namespace.
+//! executor pods and ConfigMaps to the operator namespace. Nodes, Jobs, pods, ConfigMaps and
+//! PodDisruptionBudgets are decoded without those fields in the first place ([`wire`]).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -26,9 +27,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tracing::warn;
+use wire::{Slim, Wire};
 
 pub mod decode;
+mod filter;
 mod slim;
+pub mod wire;
 
 pub use slim::{strip_executor_pod, strip_job};
 
@@ -153,14 +157,22 @@ fn always<K>(_: &K) -> bool {
 
 fn spawn<K, S, F>(
     tasks: &mut Vec<JoinHandle<()>>,
-    api: Api<K>,
+    api: Api<Wire<K>>,
     config: watcher::Config,
     trigger: &Trigger,
     strip: S,
     mut relevant: F,
 ) -> Store<K>
 where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: Resource
+        + Slim
+        + Default
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
     S: FnMut(&mut K) + Send + 'static,
     F: FnMut(&K) -> bool + Send + 'static,
@@ -169,6 +181,7 @@ where
     let trigger = trigger.clone();
     let stream = watcher(api, config)
         .default_backoff()
+        .try_filter_map(|event| std::future::ready(Ok(wire::unwrap(event))))
         .modify(strip)
         .reflect(writer);
     tasks.push(tokio::spawn(async move {

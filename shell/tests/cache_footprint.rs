@@ -9,11 +9,27 @@
 //!
 //! Prints the bytes malloc holds per object, as listed and as the caches strip them, and fails
 //! unless stripping keeps under a quarter of each.
+//!
+//! `watch_decode_heap` replays the same objects as watch events, with the managedFields of the
+//! `shell/src/cache/testdata` fixtures added as the apiserver sends them (`kubectl get` leaves
+//! them out), decoded whole (`NW_FOOTPRINT_MODE=whole`) or into the caches' wire type (`wire`),
+//! three events per object, keeping the stripped result in a `Vec` (`store`: wire decoding into
+//! a kube-runtime reflector store, as the caches do, so its keys and table count too); it prints
+//! the heap malloc holds and the heap it has taken from the system. One mode per process:
+//!
+//! ```sh
+//! cd /tmp/fp && for k in job pod; do jq -c --slurpfile f $REPO/shell/src/cache/testdata/executor_$k.json \
+//!   '.items[] | .metadata.managedFields = $f[0].metadata.managedFields | {type: "MODIFIED", object: .}' \
+//!   ${k}s.json > ${k}s.events; done
+//! NW_FOOTPRINT_DIR=/tmp/fp NW_FOOTPRINT_MODE=wire cargo test -p nodewright-shell --test cache_footprint \
+//!   -- --ignored --nocapture watch_decode_heap
+//! ```
 
 use std::sync::Arc;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
+use nodewright_shell::cache::wire::Wire;
 use nodewright_shell::cache::{strip_any_pod, strip_job};
 
 #[repr(C)]
@@ -33,6 +49,13 @@ struct MallInfo2 {
 
 unsafe extern "C" {
     fn mallinfo2() -> MallInfo2;
+}
+
+/// Heap bytes malloc has taken from the system (all arenas, mmapped chunks included).
+fn taken() -> usize {
+    // SAFETY: as in `in_use`.
+    let m = unsafe { mallinfo2() };
+    m.arena + m.hblkhd
 }
 
 fn in_use() -> usize {
@@ -94,4 +117,92 @@ fn executor_cache_footprint() {
     let pod_raw = measure("pod raw", &pods, |_| ());
     let pod_slim = measure("pod stripped", &pods, |p| strip_any_pod(p, &ns));
     assert!(job_slim * 4 < job_raw && pod_slim * 4 < pod_raw);
+}
+
+/// Decodes every line three times (as a store sees an object's updates), keeping the last
+/// stripped version; returns the decoded count.
+fn replay<K, W>(lines: &[&str], unwrap: impl Fn(W) -> K, strip: impl Fn(&mut K)) -> usize
+where
+    W: serde::de::DeserializeOwned,
+{
+    let mut kept: Vec<Option<Arc<K>>> = (0..lines.len()).map(|_| None).collect();
+    for _ in 0..3 {
+        for (slot, line) in kept.iter_mut().zip(lines) {
+            if let Ok(kube::core::WatchEvent::Modified(w)) = serde_json::from_str(line) {
+                let mut k = unwrap(w);
+                strip(&mut k);
+                *slot = Some(Arc::new(k));
+            }
+        }
+    }
+    let n = kept.iter().flatten().count();
+    std::mem::forget(kept);
+    n
+}
+
+/// As [`replay`] with the wire decoding, keeping the objects in a reflector store as the caches
+/// do (so the store's keys and hash table are counted too).
+fn replay_store<K>(lines: &[&str], strip: impl Fn(&mut K)) -> usize
+where
+    K: kube::Resource<DynamicType = ()> + nodewright_shell::cache::wire::Slim,
+    K: Clone + Default + serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let (reader, mut writer) = kube::runtime::reflector::store::<K>();
+    for _ in 0..3 {
+        for line in lines {
+            if let Ok(kube::core::WatchEvent::Modified(w)) =
+                serde_json::from_str::<kube::core::WatchEvent<Wire<K>>>(line)
+            {
+                let mut k = w.into_result().unwrap_or_default();
+                strip(&mut k);
+                writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(k));
+            }
+        }
+    }
+    let n = reader.len();
+    std::mem::forget((reader, writer));
+    n
+}
+
+#[test]
+#[ignore]
+fn watch_decode_heap() {
+    let (Ok(dir), Ok(mode)) = (
+        std::env::var("NW_FOOTPRINT_DIR"),
+        std::env::var("NW_FOOTPRINT_MODE"),
+    ) else {
+        return;
+    };
+    // One allocation per file (mmapped), so the heap measured below is the decode's alone.
+    let jobs_text = std::fs::read_to_string(format!("{dir}/jobs.events")).unwrap_or_default();
+    let pods_text = std::fs::read_to_string(format!("{dir}/pods.events")).unwrap_or_default();
+    let jobs: Vec<&str> = jobs_text.lines().collect();
+    let pods: Vec<&str> = pods_text.lines().collect();
+    let (used0, taken0, started) = (in_use(), taken(), std::time::Instant::now());
+    let n = if mode == "store" {
+        replay_store::<Job>(&jobs, strip_job)
+            + replay_store::<Pod>(&pods, |p| strip_any_pod(p, "nodewright"))
+    } else if mode == "wire" {
+        replay(
+            &jobs,
+            |w: Wire<Job>| w.into_result().unwrap_or_default(),
+            strip_job,
+        ) + replay(
+            &pods,
+            |w: Wire<Pod>| w.into_result().unwrap_or_default(),
+            |p| strip_any_pod(p, "nodewright"),
+        )
+    } else {
+        replay(&jobs, |j: Job| j, strip_job)
+            + replay(&pods, |p: Pod| p, |p| strip_any_pod(p, "nodewright"))
+    };
+    let elapsed = started.elapsed();
+    let (used, took) = (in_use() - used0, taken().saturating_sub(taken0));
+    println!(
+        "{mode}: {n} objects ({} Jobs, {} pods) x 3 events in {elapsed:?} (debug build): heap in use {} B each, taken from the system {} B each",
+        jobs.len(),
+        pods.len(),
+        used / n.max(1),
+        took / n.max(1)
+    );
 }

@@ -215,14 +215,15 @@ fn slim_container_status(c: ContainerStatus) -> ContainerStatus {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use nodewright_core::jobs::classify as c;
     use nodewright_core::jobs::{create, matching};
     use nodewright_core::lifecycle::interrupts;
     use serde_json::{Value, json};
 
-    fn job(fingerprint: bool, conditions: Value) -> Job {
+    /// A full executor Job as listed (the fixtures are shared with the wire decoding tests).
+    pub(in crate::cache) fn job(fingerprint: bool, conditions: Value) -> Job {
         let mut annotations = json!({"nodewright.nvidia.com/package": "p|1.0|apply",
                                      keys::RESOURCE_ID: "nw-u-1", keys::LAST_LOGS: "x"});
         if fingerprint {
@@ -265,7 +266,7 @@ mod tests {
         .unwrap()
     }
 
-    fn job_conditions() -> Vec<Value> {
+    pub(in crate::cache) fn job_conditions() -> Vec<Value> {
         let t = "2026-01-01T00:00:05Z";
         vec![
             json!([{"type": "SuccessCriteriaMet", "status": "True", "lastTransitionTime": t},
@@ -406,7 +407,7 @@ mod tests {
                "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}})
     }
 
-    fn pods() -> Vec<Pod> {
+    pub(in crate::cache) fn pods() -> Vec<Pod> {
         let done = json!({"terminated": {"exitCode": 0, "reason": "Completed",
                                           "startedAt": "2026-01-01T00:00:02Z", "finishedAt": "2026-01-01T00:00:03Z"}});
         let failed = json!({"terminated": {"exitCode": 3, "reason": "Error", "message": "boom",

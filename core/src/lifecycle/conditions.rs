@@ -116,8 +116,8 @@ pub fn refresh_conditions(ctx: &mut Ctx, v: &NwView, after_work: bool) -> bool {
 /// (some spec package is in an uninstall cycle on a node, one of those entries is erroring).
 fn uninstall_cycle(ctx: &Ctx, v: &NwView) -> (bool, bool) {
     let (mut cycling, mut failing) = (false, false);
-    for node in &v.nodes {
-        let Some(doc) = ctx.doc(v, node) else {
+    for i in 0..v.nodes.len() {
+        let Some(doc) = ctx.doc_at(v, i) else {
             continue;
         };
         // Entries are keyed by name|version, so each spec package has at most one entry:

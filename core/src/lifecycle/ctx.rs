@@ -34,8 +34,9 @@ pub struct Ctx<'a> {
     pub config_sync_pending: bool,
     /// What this pass already did (starts, evictions, recorded outcomes, ...).
     pub done: Done,
-    /// IsNodeComplete per (NodeWright, node), cleared when a document or `configUpdates` changes.
-    complete_cache: std::cell::RefCell<BTreeMap<String, BTreeMap<String, bool>>>,
+    /// IsNodeComplete per (NodeWright, node position among all nodes; 0 = not known, 1 = no,
+    /// 2 = yes), cleared when a document or `configUpdates` changes.
+    complete_cache: std::cell::RefCell<BTreeMap<String, Vec<u8>>>,
     /// NodeWrights whose view could not be built (invalid selector), with the reason.
     pub invalid: Vec<(&'a nodewright_crds::NodeWright, String)>,
     /// Drain blockers per (NodeWright, node) found this pass ([Ext] DrainBlocked).
@@ -98,42 +99,66 @@ impl<'a> Ctx<'a> {
 
     /// The current node-state document of (v, node); `None` when unreadable.
     pub fn doc<'s>(&'s self, v: &'s NwView, node: &str) -> Option<&'s NodeState> {
-        match v.parsed.get(node) {
-            Some(Ok(snapshot)) => Some(self.work.state(&v.name, node, snapshot)),
-            _ => None,
-        }
+        self.doc_at(v, *v.pos.get(node)?)
+    }
+
+    /// The current node-state document of `v`'s `i`-th selected node; `None` when unreadable.
+    pub fn doc_at<'s>(&'s self, v: &'s NwView, i: usize) -> Option<&'s NodeState> {
+        let snapshot = v.snapshot_doc(i)?;
+        Some(self.work.state(&v.name, &v.nodes[i], snapshot))
     }
 
     /// The working document of (v, node) for writing; `None` when unreadable.
     pub fn doc_mut(&mut self, v: &NwView, node: &str) -> Option<&mut NodeState> {
-        if let Some(cache) = self.complete_cache.get_mut().get_mut(&v.name) {
-            cache.remove(node);
+        let i = *v.pos.get(node)?;
+        if let Some(cache) = self.complete_cache.get_mut().get_mut(&v.name)
+            && let Some(slot) = cache.get_mut(v.global[i])
+        {
+            *slot = 0;
         }
-        match v.parsed.get(node) {
-            Some(Ok(snapshot)) => Some(self.work.state_mut(&v.name, node, snapshot)),
-            _ => None,
-        }
+        let snapshot = v.snapshot_doc(i)?;
+        Some(self.work.state_mut(&v.name, node, snapshot))
     }
 
     /// D5 on the current document; unreadable reads as no entries.
     pub fn node_complete(&self, v: &NwView, node: &str) -> bool {
-        if let Some(hit) = self
+        match v.pos.get(node) {
+            Some(&i) => self.node_complete_at(v, i),
+            // Not selected: the document reads as empty.
+            None => self.complete_of(v, None),
+        }
+    }
+
+    /// D5 for `v`'s `i`-th selected node.
+    pub fn node_complete_at(&self, v: &NwView, i: usize) -> bool {
+        let g = v.global[i];
+        if let Some(&hit) = self
             .complete_cache
             .borrow()
             .get(&v.name)
-            .and_then(|m| m.get(node))
+            .and_then(|m| m.get(g))
+            && hit != 0
         {
-            return *hit;
+            return hit == 2;
         }
+        let complete = self.complete_of(v, self.doc_at(v, i));
+        let mut cache = self.complete_cache.borrow_mut();
+        let memo = match cache.get_mut(&v.name) {
+            Some(memo) => memo,
+            None => cache.entry(v.name.clone()).or_default(),
+        };
+        if memo.len() <= g {
+            memo.resize(self.nodes.len().max(g + 1), 0);
+        }
+        memo[g] = if complete { 2 } else { 1 };
+        complete
+    }
+
+    /// D5 of a document (`None`: unreadable, read as no entries).
+    fn complete_of(&self, v: &NwView, doc: Option<&NodeState>) -> bool {
         let empty = NodeState::default();
         let updates = &self.status(v).config_updates;
-        let complete = nodewright_crds_complete(v, self.doc(v, node).unwrap_or(&empty), updates);
-        self.complete_cache
-            .borrow_mut()
-            .entry(v.name.clone())
-            .or_default()
-            .insert(node.to_string(), complete);
-        complete
+        nodewright_crds_complete(v, doc.unwrap_or(&empty), updates)
     }
 
     /// Forgets cached completeness of `v` (its `configUpdates` changed, which steers D2/D3).
@@ -143,7 +168,7 @@ impl<'a> Ctx<'a> {
 
     /// D6 on the current documents.
     pub fn nw_complete(&self, v: &NwView) -> bool {
-        v.nodes.iter().all(|n| self.node_complete(v, n))
+        (0..v.nodes.len()).all(|i| self.node_complete_at(v, i))
     }
 
     /// `SKYHOOK_NODE_ORDER` of `node` (0 when it is not in `nodePriority`).

@@ -35,10 +35,10 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
         slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
     plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
     let mut saved_nodes = Vec::new();
-    for (name, node) in &ctx.nodes {
-        if !ctx.work.touches(name) {
+    for name in ctx.work.touched_nodes() {
+        let Some((name, node)) = ctx.nodes.get_key_value(name) else {
             continue;
-        }
+        };
         let snapshot_states = snapshot_states(views, name);
         if let Some(patch) = node_patch(&ctx.work, node, &snapshot_states) {
             plan.effects.push(Effect::PatchNode(Box::new(patch)));
@@ -90,7 +90,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
 fn snapshot_states<'v>(views: &'v [NwView], node: &str) -> BTreeMap<&'v str, &'v NodeState> {
     views
         .iter()
-        .filter_map(|v| match v.parsed.get(node) {
+        .filter_map(|v| match v.parsed(node) {
             Some(Ok(doc)) => Some((v.name.as_str(), &**doc)),
             _ => None,
         })

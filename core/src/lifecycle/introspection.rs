@@ -19,7 +19,6 @@ use crate::rollout::{NodeView, RolloutDecision};
 
 /// R6.3 ReportState: drop de-selected nodes from the status maps, counters.
 pub fn report_state(ctx: &mut Ctx, v: &NwView) {
-    let selected: BTreeSet<&String> = v.nodes.iter().collect();
     let packages: Vec<String> = v
         .packages
         .values()
@@ -27,14 +26,14 @@ pub fn report_state(ctx: &mut Ctx, v: &NwView) {
         .collect();
     ctx.work
         .mirror_mut(&v.name)
-        .retain(&v.status.node_state, |n| selected.contains(n));
+        .retain(&v.status.node_state, |n| v.selects(n));
     let status = ctx.status_mut(v);
-    status.node_status.retain(|n, _| selected.contains(n));
-    status.node_boot_ids.retain(|n, _| selected.contains(n));
+    status.node_status.retain(|n, _| v.selects(n));
+    status.node_boot_ids.retain(|n, _| v.selects(n));
     let gone: Vec<String> = status
         .node_priority
         .keys()
-        .filter(|n| !selected.contains(n))
+        .filter(|n| !v.selects(n))
         .cloned()
         .collect();
     for n in gone {
@@ -47,10 +46,8 @@ pub fn report_state(ctx: &mut Ctx, v: &NwView) {
 /// R6.3 pause: every node `paused`, NW status `paused`, unfinished executors suspended.
 pub fn pause(ctx: &mut Ctx, v: &NwView) {
     set_suspend(ctx, v, true);
-    for name in &v.nodes {
-        if let Some(node) = ctx.node(name) {
-            ctx.work.set_node_status(node, &v.name, Status::Paused);
-        }
+    for node in &v.refs {
+        ctx.work.set_node_status(node, &v.name, Status::Paused);
     }
     let (generation, now) = (v.generation, ctx.now);
     let complete = ctx.nw_complete(v);
@@ -79,21 +76,26 @@ pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
 /// R6.4a executor sweep (§7.11) through the jobs seam; true when anything was deleted or
 /// invalidated (the pass ends, and nothing is resumed: B2).
 pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
-    let selected: BTreeSet<String> = v.nodes.iter().cloned().collect();
-    // Only nodes carrying an executor of this NodeWright matter to the sweep.
-    let with_jobs: BTreeSet<String> = ctx.index.of(&v.name).map(|j| j.node.clone()).collect();
-    let states: BTreeMap<String, NodeState> = with_jobs
+    // Only nodes carrying an executor of this NodeWright matter to the sweep (it asks only
+    // whether those nodes are selected).
+    let with_jobs: BTreeSet<&str> = ctx.index.of(&v.name).map(|j| j.node.as_str()).collect();
+    let selected: BTreeSet<String> = with_jobs
         .iter()
-        .filter_map(|n| ctx.doc(v, n).map(|d| (n.clone(), d.clone())))
+        .filter(|n| v.selects(n))
+        .map(|n| n.to_string())
+        .collect();
+    let states: BTreeMap<&str, &NodeState> = with_jobs
+        .iter()
+        .filter_map(|n| ctx.doc(v, n).map(|d| (*n, d)))
         .collect();
     // The snapshot's documents: the D21 check of a re-run deletion confirms those, not this
     // pass's projected outcome writes (they are written after the deletion).
-    let recorded = |n: &str| v.parsed.get(n).and_then(|d| d.as_ref().ok()).map(|c| &**c);
+    let recorded = |n: &str| v.parsed(n).and_then(|d| d.as_ref().ok()).map(|c| &**c);
     let result = crate::jobs::sweep_split(
         &ctx.index,
         v.nw,
         &selected,
-        |n| states.get(n),
+        |n| states.get(n).copied(),
         recorded,
         ctx.opts,
     );
@@ -110,36 +112,32 @@ pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
 pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let v = &views[vi];
     let before = Before::take(ctx, v);
-    let prior_statuses: Vec<Status> = v
-        .nodes
-        .iter()
-        .map(|n| {
-            ctx.node(n)
-                .map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name))
-        })
-        .collect();
-    let mut views_now = rollout_seam::node_views(ctx, v, None);
+    // Every selected node is in the snapshot (the views are built from it): statuses are read
+    // by position, once before and once after they are set.
+    let prior_statuses = rollout_seam::node_statuses(ctx, v);
+    let mut views_now = rollout_seam::node_views(ctx, v, &prior_statuses);
     let facts = node_facts(ctx, views, v, &views_now, &prior_statuses);
     let missing = v.policy_missing();
     let nw_status = nw_status(ctx, views, v, &facts, missing);
     let prior = before.status.status;
     let became_complete = nw_status == Status::Complete && prior != Some(Status::Complete);
     set_node_statuses(ctx, v, nw_status, missing, &facts);
-    for view in &mut views_now {
+    let statuses = rollout_seam::node_statuses(ctx, v);
+    for (view, status) in views_now.iter_mut().zip(&statuses) {
         view.status_before = view.status;
-        if let Some(node) = ctx.node(&view.name) {
-            view.status = ctx.work.node_status(node, &v.name);
-        }
+        view.status = *status;
     }
     let evaluate = nw_status != Status::Complete;
     let decision = rollout_seam::plan(ctx, v, &views_now, evaluate, false, became_complete);
     rollout_seam::record(ctx, v, &decision);
     let mirror_changed = refresh_mirror(ctx, v);
-    write_status(ctx, v, nw_status, prior, &decision);
-    mirror_changed || before.changed(ctx, v)
+    let node_status_changed = write_status(ctx, v, nw_status, prior, &decision, &statuses);
+    mirror_changed || node_status_changed || before.changed(ctx, v)
 }
 
 /// What the working copy held before introspection, to tell whether it changed anything.
+/// The status is kept without its mirror, `nodeStatus` (compared where it is written) and
+/// `nodeBootIds` (introspection never writes it).
 struct Before {
     status: NodeWrightStatus,
     annotations: BTreeMap<String, BTreeMap<String, Option<String>>>,
@@ -150,7 +148,7 @@ struct Before {
 impl Before {
     fn take(ctx: &mut Ctx, v: &NwView) -> Self {
         Before {
-            status: without_mirror(ctx.status_mut(v), |s| s.clone()),
+            status: without_maps(ctx.status_mut(v), |s| s.clone()),
             annotations: ctx.work.annotations.clone(),
             labels: ctx.work.labels.clone(),
             unschedulable: ctx.work.unschedulable.clone(),
@@ -158,7 +156,7 @@ impl Before {
     }
 
     fn changed(&self, ctx: &mut Ctx, v: &NwView) -> bool {
-        without_mirror(ctx.status_mut(v), |s| *s != self.status)
+        without_maps(ctx.status_mut(v), |s| *s != self.status)
             || ctx.work.annotations != self.annotations
             || ctx.work.labels != self.labels
             || ctx.work.unschedulable != self.unschedulable
@@ -173,9 +171,7 @@ fn node_facts(
     views_now: &[NodeView],
     prior_statuses: &[Status],
 ) -> Vec<NodeFacts> {
-    // node_views keeps v.nodes' order and skips only nodes missing from the snapshot, so the
-    // view of the i-th present node is views_now[i] (names are unique).
-    let mut present = 0;
+    // node_views has one view per selected node, in v.nodes' order.
     let tolerations = crate::rollout::selection_tolerations(
         v.nw,
         &rollout_seam::runtime_required_taints(ctx.opts),
@@ -183,19 +179,11 @@ fn node_facts(
     v.nodes
         .iter()
         .enumerate()
-        .map(|(i, name)| {
-            let view = ctx.node(name).map(|_| {
-                present += 1;
-                &views_now[present - 1]
-            });
-            NodeFacts {
-                current: prior_statuses[i],
-                complete: ctx.node_complete(v, name),
-                ineligible: view.is_some_and(|view| {
-                    crate::rollout::ineligibility(view, &tolerations).is_some()
-                }),
-                ready: node_ready(ctx, views, v, name),
-            }
+        .map(|(i, name)| NodeFacts {
+            current: prior_statuses[i],
+            complete: ctx.node_complete_at(v, i),
+            ineligible: crate::rollout::ineligibility(&views_now[i], &tolerations).is_some(),
+            ready: node_ready(ctx, views, v, name),
         })
         .collect()
 }
@@ -235,8 +223,7 @@ fn set_node_statuses(
     missing: bool,
     facts: &[NodeFacts],
 ) {
-    for (name, f) in v.nodes.iter().zip(facts) {
-        let Some(node) = ctx.node(name) else { continue };
+    for ((name, node), f) in v.nodes.iter().zip(&v.refs).zip(facts) {
         let new = node_status(nw_status, !missing, *f);
         ctx.work.set_node_status(node, &v.name, new);
         if new != Status::Complete {
@@ -264,8 +251,9 @@ fn refresh_mirror(ctx: &mut Ctx, v: &NwView) -> bool {
     let docs: Vec<(String, NodeState)> = v
         .nodes
         .iter()
-        .filter_map(|n| {
-            let d = ctx.doc(v, n)?;
+        .enumerate()
+        .filter_map(|(i, n)| {
+            let d = ctx.doc_at(v, i)?;
             (ctx.mirror_entry(v, n) != Some(d)).then(|| (n.clone(), d.clone()))
         })
         .collect();
@@ -277,29 +265,36 @@ fn refresh_mirror(ctx: &mut Ctx, v: &NwView) -> bool {
     changed
 }
 
-/// Writes the NodeWright's status, node statuses, rollout conditions and Ready; emits the
-/// transition Event when the status changed.
+/// Writes the NodeWright's status, node statuses (`statuses`, in `v.nodes` order), rollout
+/// conditions and Ready; emits the transition Event when the status changed. True when
+/// `nodeStatus` changed.
 fn write_status(
     ctx: &mut Ctx,
     v: &NwView,
     nw_status: Status,
     prior: Option<Status>,
     decision: &RolloutDecision,
-) {
-    let statuses: BTreeMap<String, Status> = v
-        .nodes
-        .iter()
-        .filter_map(|n| {
-            ctx.node(n)
-                .map(|node| (n.clone(), ctx.work.node_status(node, &v.name)))
-        })
-        .collect();
+    statuses: &[Status],
+) -> bool {
     let complete = ctx.nw_complete(v);
     let (generation, now) = (v.generation, ctx.now);
     let status = ctx.status_mut(v);
     status.status = Some(nw_status);
     status.observed_generation = generation;
-    status.node_status = statuses;
+    // Compare with the current map in name order; rebuild it only when it differs.
+    let node_status_changed = status.node_status.len() != v.nodes.len()
+        || status
+            .node_status
+            .iter()
+            .zip(&v.by_name)
+            .any(|((n, s), &i)| *n != v.nodes[i] || *s != statuses[i]);
+    if node_status_changed {
+        status.node_status = v
+            .by_name
+            .iter()
+            .map(|&i| (v.nodes[i].clone(), statuses[i]))
+            .collect();
+    }
     for c in &decision.conditions {
         for ty in [c.type_.clone(), format!("{}/{}", keys::PREFIX, c.type_)] {
             set_condition(
@@ -327,12 +322,18 @@ fn write_status(
             format!("NodeWright transitioned [{prior}] -> [{nw_status}]"),
         );
     }
+    node_status_changed
 }
 
-/// Runs `f` on the status with its node-state mirror taken out (it is large at scale).
-fn without_mirror<T>(status: &mut NodeWrightStatus, f: impl FnOnce(&NodeWrightStatus) -> T) -> T {
+/// Runs `f` on the status with its per-node maps (`nodeState`, `nodeStatus`, `nodeBootIds`)
+/// taken out (they are large at scale).
+fn without_maps<T>(status: &mut NodeWrightStatus, f: impl FnOnce(&NodeWrightStatus) -> T) -> T {
     let mirror = std::mem::take(&mut status.node_state);
+    let node_status = std::mem::take(&mut status.node_status);
+    let boot_ids = std::mem::take(&mut status.node_boot_ids);
     let out = f(status);
     status.node_state = mirror;
+    status.node_status = node_status;
+    status.node_boot_ids = boot_ids;
     out
 }

@@ -1,11 +1,10 @@
 //! Metric values of the pass (§12.7): every gauge of every NodeWright, zero-filled over the
 //! canonical orders, state and stage counts summed over the other dimension [Fix].
 
-use std::collections::BTreeMap;
-
 use nodewright_crds::{Stage, State, Status};
 
 use super::ctx::Ctx;
+use super::predicates::PackageCursor;
 use super::view::NwView;
 use crate::plan::MetricSample;
 
@@ -20,8 +19,21 @@ fn sample(name: &str, labels: Vec<(&str, String)>, value: f64) -> MetricSample {
     }
 }
 
-/// Per package: nodes per state, nodes per stage, summed restarts.
-type PackageCounts = (BTreeMap<State, usize>, BTreeMap<Stage, usize>, i64);
+/// Per package: nodes per state and per stage (indexed as in `State::ALL`, `Stage::ALL`),
+/// summed restarts.
+#[derive(Clone, Default)]
+struct PackageCounts {
+    states: Vec<usize>,
+    stages: Vec<usize>,
+    restarts: i64,
+}
+
+/// Adds one to the count of `x` (counts indexed as `all`, the enum's canonical order).
+fn bump<T: PartialEq>(counts: &mut [usize], all: &[T], x: &T) {
+    if let Some(i) = all.iter().position(|a| a == x) {
+        counts[i] += 1;
+    }
+}
 
 /// Every gauge of every NodeWright.
 pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
@@ -38,19 +50,16 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
                 value,
             ));
         }
-        let mut by_status: BTreeMap<Status, usize> = BTreeMap::new();
-        for n in &v.nodes {
-            let s = ctx
-                .node(n)
-                .map_or(Status::Unknown, |node| ctx.work.node_status(node, &v.name));
-            *by_status.entry(s).or_default() += 1;
+        let mut by_status = vec![0usize; Status::ALL.len()];
+        for node in &v.refs {
+            let s = ctx.work.node_status(node, &v.name);
+            bump(&mut by_status, Status::ALL, &s);
         }
-        for s in Status::ALL {
-            let value = by_status.get(s).copied().unwrap_or(0) as f64;
+        for (i, s) in Status::ALL.iter().enumerate() {
             out.push(sample(
                 "node_status_count",
                 vec![nw(), ("status", s.as_str().into())],
-                value,
+                by_status[i] as f64,
             ));
         }
         out.push(sample(
@@ -58,26 +67,42 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
             vec![nw()],
             v.nodes.len() as f64,
         ));
-        let mut per_pkg: BTreeMap<&str, PackageCounts> = BTreeMap::new();
-        for n in &v.nodes {
-            let Some(doc) = ctx.doc(v, n) else { continue };
+        // Counts are kept per package name: packages of the same name share one slot.
+        let packages: Vec<&nodewright_crds::Package> = v.packages.values().collect();
+        let slot_of: Vec<usize> = packages
+            .iter()
+            .map(|p| {
+                packages
+                    .iter()
+                    .position(|q| q.name == p.name)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let zero = PackageCounts {
+            states: vec![0; State::ALL.len()],
+            stages: vec![0; Stage::ALL.len()],
+            restarts: 0,
+        };
+        let mut per_pkg = vec![zero; packages.len()];
+        let mut cursor =
+            PackageCursor::new(v.packages.keys().map(String::as_str).zip(0..).collect());
+        for i in 0..v.nodes.len() {
+            let Some(doc) = ctx.doc_at(v, i) else { continue };
             for e in doc.0.values() {
-                let Some(p) = v.packages.get(&e.name) else {
+                let Some(j) = cursor.get(&e.name) else {
                     continue;
                 };
-                if p.version != e.version {
+                if packages[j].version != e.version {
                     continue;
                 }
-                let slot = per_pkg.entry(p.name.as_str()).or_default();
-                *slot.0.entry(e.state.unwrap_or(State::Unknown)).or_default() += 1;
-                *slot.1.entry(e.stage).or_default() += 1;
-                slot.2 += i64::from(e.restarts);
+                let slot = &mut per_pkg[slot_of[j]];
+                bump(&mut slot.states, State::ALL, &e.state.unwrap_or(State::Unknown));
+                bump(&mut slot.stages, Stage::ALL, &e.stage);
+                slot.restarts += i64::from(e.restarts);
             }
         }
-        let empty = (BTreeMap::new(), BTreeMap::new(), 0);
-        for p in v.packages.values() {
-            let (states, stages, restarts) = per_pkg.get(p.name.as_str()).unwrap_or(&empty);
-            let restarts = *restarts;
+        for (j, p) in packages.iter().enumerate() {
+            let counts = &per_pkg[slot_of[j]];
             let pkg = || {
                 vec![
                     nw(),
@@ -85,25 +110,29 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
                     ("package_version", p.version.clone()),
                 ]
             };
-            for s in State::ALL {
+            for (k, s) in State::ALL.iter().enumerate() {
                 let mut labels = pkg();
                 labels.push(("state", s.as_str().into()));
                 out.push(sample(
                     "package_state_count",
                     labels,
-                    states.get(s).copied().unwrap_or(0) as f64,
+                    counts.states[k] as f64,
                 ));
             }
-            for s in Stage::ALL {
+            for (k, s) in Stage::ALL.iter().enumerate() {
                 let mut labels = pkg();
                 labels.push(("stage", s.as_str().into()));
                 out.push(sample(
                     "package_stage_count",
                     labels,
-                    stages.get(s).copied().unwrap_or(0) as f64,
+                    counts.stages[k] as f64,
                 ));
             }
-            out.push(sample("package_restarts_count", pkg(), restarts as f64));
+            out.push(sample(
+                "package_restarts_count",
+                pkg(),
+                counts.restarts as f64,
+            ));
         }
         if let Some(rollout) = ctx.rollout_metrics.get(&v.name) {
             out.extend(rollout.iter().cloned());

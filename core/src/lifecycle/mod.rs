@@ -76,8 +76,8 @@ fn build_views<'a>(
     for nw in nws {
         match NwView::build(nw, &nodes, &ctx.snap.policies, cache, pass) {
             Ok(view) => {
-                let key = nodewright_crds::keys::node_status(&view.name);
-                ctx.work.status_keys.insert(view.name.clone(), key);
+                let keys = crate::NodeKeys::of(&view.name);
+                ctx.work.keys.insert(view.name.clone(), keys);
                 views.push(view);
             }
             Err(e) => {

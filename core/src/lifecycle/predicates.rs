@@ -101,12 +101,15 @@ pub fn entry_of<'s>(state: &'s NodeState, name: &str, version: &str) -> Option<&
 
 /// D3 IsPackageComplete [Fix]: complete at post-interrupt, or at config without interrupt.
 pub fn is_package_complete(state: &NodeState, pkg: &Package, updates: &ConfigUpdates) -> bool {
-    entry_of(state, &pkg.name, &pkg.version).is_some_and(|e| {
-        e.version == pkg.version
-            && e.is_complete()
-            && (e.stage == Stage::PostInterrupt
-                || (e.stage == Stage::Config && !has_interrupt(pkg, updates)))
-    })
+    entry_of(state, &pkg.name, &pkg.version).is_some_and(|e| entry_complete(e, pkg, updates))
+}
+
+/// D3 on `pkg`'s entry.
+fn entry_complete(e: &PackageStatus, pkg: &Package, updates: &ConfigUpdates) -> bool {
+    e.version == pkg.version
+        && e.is_complete()
+        && (e.stage == Stage::PostInterrupt
+            || (e.stage == Stage::Config && !has_interrupt(pkg, updates)))
 }
 
 /// D4 CompleteSet(node): keys of spec packages that are complete.
@@ -135,9 +138,35 @@ pub fn is_node_complete(
         if p.is_uninstalling() && entry.is_none() {
             return true; // not active
         }
-        entry.is_some_and(|e| !e.stage.in_uninstall_cycle())
-            && is_package_complete(state, p, updates)
+        entry.is_some_and(|e| !e.stage.in_uninstall_cycle() && entry_complete(e, p, updates))
     })
+}
+
+/// Finds values by key in a short sorted list (spec packages by key), trying the one after the
+/// last hit first (document entries come in the packages' order), else a binary search.
+pub struct PackageCursor<'p, T> {
+    keys: Vec<(&'p str, T)>,
+    next: usize,
+}
+
+impl<'p, T: Copy> PackageCursor<'p, T> {
+    /// A cursor over `(key, value)` pairs sorted by key.
+    pub fn new(keys: Vec<(&'p str, T)>) -> Self {
+        PackageCursor { keys, next: 0 }
+    }
+
+    /// The value of `key`, if present.
+    pub fn get(&mut self, key: &str) -> Option<T> {
+        if let Some((k, value)) = self.keys.get(self.next)
+            && *k == key
+        {
+            self.next += 1;
+            return Some(*value);
+        }
+        let i = self.keys.binary_search_by(|(k, _)| (*k).cmp(key)).ok()?;
+        self.next = i + 1;
+        Some(self.keys[i].1)
+    }
 }
 
 /// D7 NextStage(entry, p); defined only for a complete entry.

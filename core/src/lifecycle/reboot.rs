@@ -12,34 +12,25 @@ use crate::NodeKeys;
 pub fn track(ctx: &mut Ctx, views: &[NwView]) -> bool {
     let mut wrote = false;
     for v in views {
-        for name in &v.nodes {
-            let Some(node) = ctx.node(name) else { continue };
+        for (name, node) in v.nodes.iter().zip(&v.refs) {
             let current = node
                 .status
                 .as_ref()
                 .and_then(|s| s.node_info.as_ref())
-                .map(|i| i.boot_id.clone())
-                .unwrap_or_default();
-            let recorded = ctx.status(v).node_boot_ids.get(name).cloned();
-            match recorded {
-                None => {
-                    ctx.status_mut(v)
-                        .node_boot_ids
-                        .insert(name.clone(), current);
-                    wrote = true;
-                }
-                Some(old) if !old.is_empty() && old != current => {
-                    if ctx.opts.reapply_on_reboot && reset(ctx, v, name) {
-                        wrote = true;
-                        continue; // B4: the boot id waits for a pass with nothing left to reset
-                    }
-                    ctx.status_mut(v)
-                        .node_boot_ids
-                        .insert(name.clone(), current);
-                    wrote = true;
-                }
-                Some(_) => {}
+                .map_or("", |i| i.boot_id.as_str());
+            let reboot = match ctx.status(v).node_boot_ids.get(name) {
+                None => false,
+                Some(old) if !old.is_empty() && old != current => true,
+                Some(_) => continue,
+            };
+            if reboot && ctx.opts.reapply_on_reboot && reset(ctx, v, name) {
+                wrote = true;
+                continue; // B4: the boot id waits for a pass with nothing left to reset
             }
+            ctx.status_mut(v)
+                .node_boot_ids
+                .insert(name.clone(), current.to_string());
+            wrote = true;
         }
     }
     wrote

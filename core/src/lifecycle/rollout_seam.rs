@@ -2,7 +2,7 @@
 //! decision into the NodeWright status.
 
 use k8s_openapi::api::core::v1::Taint;
-use nodewright_crds::{Status, keys};
+use nodewright_crds::Status;
 
 use super::ctx::Ctx;
 use super::view::NwView;
@@ -28,18 +28,27 @@ pub fn runtime_required_taints(options: &Options) -> Vec<Taint> {
     }
 }
 
-/// Node views of `v`'s selected nodes with their current statuses.
-pub fn node_views(ctx: &Ctx, v: &NwView, before: Option<&[Status]>) -> Vec<NodeView> {
-    v.nodes
+/// The current node Status of each of `v`'s selected nodes, in `v.nodes` order.
+pub fn node_statuses(ctx: &Ctx, v: &NwView) -> Vec<Status> {
+    v.refs
         .iter()
+        .map(|node| ctx.work.node_status(node, &v.name))
+        .collect()
+}
+
+/// Node views of `v`'s selected nodes with their current statuses (`statuses`, from
+/// [`node_statuses`]).
+pub fn node_views(ctx: &Ctx, v: &NwView, statuses: &[Status]) -> Vec<NodeView> {
+    let cordon = super::work::Work::cordon_key(&ctx.work.keys, &v.name);
+    v.refs
+        .iter()
+        .zip(statuses)
         .enumerate()
-        .filter_map(|(i, name)| {
-            let node = ctx.node(name)?;
-            let status = ctx.work.node_status(node, &v.name);
-            let prior = before.and_then(|b| b.get(i).copied()).unwrap_or(status);
-            let out = ctx.work.annotation(node, &keys::cordon(&v.name)).is_some()
+        .map(|(i, (node, &status))| {
+            let name = &v.nodes[i];
+            let out = ctx.work.annotation(node, &cordon).is_some()
                 || ctx.index.on_node(&v.name, name).any(|j| j.is_unfinished());
-            Some(NodeView::from_node(node, status, prior, ctx.node_complete(v, name)).with_out(out))
+            NodeView::from_node(node, status, status, ctx.node_complete_at(v, i)).with_out(out)
         })
         .collect()
 }
@@ -91,7 +100,7 @@ pub fn record(ctx: &mut Ctx, v: &NwView, decision: &RolloutDecision) {
 /// Work-phase selection (§6.5): select with the statuses as they stand now; `version_changed`
 /// is the §6.8 reset trigger of a detected package version change.
 pub fn select(ctx: &mut Ctx, v: &NwView, version_changed: bool) -> RolloutDecision {
-    let views = node_views(ctx, v, None);
+    let views = node_views(ctx, v, &node_statuses(ctx, v));
     let decision = plan(ctx, v, &views, false, true, version_changed);
     record(ctx, v, &decision);
     decision

@@ -169,10 +169,10 @@ pub fn ready_message(nodes: &[String], statuses: &BTreeMap<String, Status>) -> S
         buckets.entry(s).or_default().push(n);
     }
     let names = |list: &mut Vec<&str>| -> String {
-        list.sort();
         if list.len() > 10 {
             " (list truncated; see controller logs)".to_string()
         } else {
+            list.sort();
             format!(" ({})", list.join(", "))
         }
     };
@@ -240,14 +240,14 @@ pub fn set_ready(
 
 /// §12.3.3 printer fields.
 pub fn set_counters(status: &mut NodeWrightStatus, nodes: &[String], packages: &[String]) {
-    let count = |s: Status| {
-        nodes
-            .iter()
-            .filter(|n| status.node_status.get(*n) == Some(&s))
-            .count()
-    };
-    let complete = count(Status::Complete);
-    let in_progress = count(Status::InProgress) + count(Status::Erroring);
+    let (mut complete, mut in_progress) = (0usize, 0usize);
+    for n in nodes {
+        match status.node_status.get(n) {
+            Some(Status::Complete) => complete += 1,
+            Some(Status::InProgress | Status::Erroring) => in_progress += 1,
+            _ => {}
+        }
+    }
     status.complete_nodes = format!("{complete}/{}", nodes.len());
     status.nodes_in_progress = i32::try_from(in_progress).unwrap_or(i32::MAX);
     let mut list = packages.to_vec();

@@ -35,8 +35,17 @@ pub struct NwView<'a> {
     pub deleting: bool,
     /// Selected node names, sorted by (creationTimestamp, name).
     pub nodes: Vec<String>,
-    /// Snapshot node-state per selected node; `Err` = unreadable (§R2.2).
-    pub parsed: BTreeMap<String, Result<Cow<'a, NodeState>, NodeStateError>>,
+    /// The selected nodes, in `nodes` order.
+    pub refs: Vec<&'a Node>,
+    /// Snapshot node-state per selected node, in `nodes` order; `Err` = unreadable (§R2.2).
+    pub docs: Vec<Result<Cow<'a, NodeState>, NodeStateError>>,
+    /// Position of each selected node in `nodes`.
+    pub pos: BTreeMap<&'a str, usize>,
+    /// Position of each selected node among all nodes of the pass (`nodes` of
+    /// [`NwView::build`], sorted by name), in `nodes` order.
+    pub global: Vec<usize>,
+    /// Positions of the selected nodes in name order.
+    pub by_name: Vec<usize>,
     /// Status as read (borrowed from the snapshot; default when absent).
     pub status: Cow<'a, NodeWrightStatus>,
     /// The dependency graph.
@@ -60,25 +69,31 @@ impl<'a> NwView<'a> {
         let selector = nw.spec.node_selector.clone().unwrap_or_default();
         nodewright_crds::selector::validate(&selector)
             .map_err(|e| ViewError::InvalidSelector(e.0))?;
-        let mut selected: Vec<&'a Node> = nodes
+        // (position among all nodes, node) of the selected nodes.
+        let mut chosen: Vec<(usize, &'a Node)> = nodes
             .iter()
             .copied()
-            .filter(|n| nodewright_crds::selector::matches(&selector, labels(n)))
+            .enumerate()
+            .filter(|(_, n)| nodewright_crds::selector::matches(&selector, labels(n)))
             .collect();
-        selected.sort_by(|a, b| {
+        chosen.sort_by(|(_, a), (_, b)| {
             let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
             let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
             ta.cmp(&tb)
                 .then_with(|| a.metadata.name.cmp(&b.metadata.name))
         });
+        let global: Vec<usize> = chosen.iter().map(|(i, _)| *i).collect();
+        let mut by_name: Vec<usize> = (0..global.len()).collect();
+        by_name.sort_unstable_by_key(|&i| global[i]);
+        let selected: Vec<&'a Node> = chosen.into_iter().map(|(_, n)| n).collect();
         let state_key = keys::node_state(&name);
-        let parsed = selected
+        let docs = selected
             .iter()
             .map(|n| {
-                let name = node_name(n);
-                let doc = match annotation(n, &state_key) {
+                let name = n.metadata.name.as_deref().unwrap_or_default();
+                match annotation(n, &state_key) {
                     None => Ok(Cow::Owned(NodeState::default())),
-                    Some(text) => match cache.get(&name, &state_key, text) {
+                    Some(text) => match cache.get(name, &state_key, text) {
                         Some(doc) => Ok(Cow::Borrowed(doc)),
                         None => match pass.get(text) {
                             Some(Ok(doc)) => Ok(Cow::Borrowed(doc)),
@@ -86,9 +101,13 @@ impl<'a> NwView<'a> {
                             None => NodeState::parse(text).map(Cow::Owned),
                         },
                     },
-                };
-                (name, doc)
+                }
             })
+            .collect();
+        let pos = selected
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.metadata.name.as_deref().unwrap_or_default(), i))
             .collect();
         let policy = crate::rollout::find_policy(nw, policies);
         Ok(NwView {
@@ -101,7 +120,11 @@ impl<'a> NwView<'a> {
             disabled: flag(nw, keys::DISABLE),
             deleting: nw.metadata.deletion_timestamp.is_some(),
             nodes: selected.iter().map(|n| node_name(n)).collect(),
-            parsed,
+            refs: selected,
+            docs,
+            pos,
+            global,
+            by_name,
             status: nw
                 .status
                 .as_ref()
@@ -128,16 +151,30 @@ impl<'a> NwView<'a> {
 
     /// True when `node` is selected.
     pub fn selects(&self, node: &str) -> bool {
-        self.parsed.contains_key(node)
+        self.pos.contains_key(node)
+    }
+
+    /// The snapshot node-state of a selected node; `Err` = unreadable.
+    pub fn parsed(&self, node: &str) -> Option<&Result<Cow<'a, NodeState>, NodeStateError>> {
+        self.pos.get(node).map(|&i| &self.docs[i])
+    }
+
+    /// The readable snapshot node-state at position `i`.
+    pub fn snapshot_doc(&self, i: usize) -> Option<&NodeState> {
+        self.docs[i].as_ref().ok().map(|d| &**d)
     }
 
     /// Nodes whose node-state annotation is unreadable, sorted.
     pub fn unreadable(&self) -> Vec<String> {
-        self.parsed
+        let mut out: Vec<String> = self
+            .nodes
             .iter()
+            .zip(&self.docs)
             .filter(|(_, d)| d.is_err())
             .map(|(n, _)| n.clone())
-            .collect()
+            .collect();
+        out.sort();
+        out
     }
 
     /// Packages with a `dependsOn` cycle or an invalid graph, for reporting.

@@ -2,6 +2,7 @@
 //! NodeWright statuses and the other effects, turned into an ordered effect list at the end
 //! (02-lifecycle.md §13).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -57,8 +58,8 @@ pub struct Work {
     pub events: Vec<Effect>,
     /// Errors collected (the shell backs off).
     pub errors: Vec<crate::PlanError>,
-    /// `P/status_<NW>` keys, built once per NodeWright.
-    pub status_keys: BTreeMap<String, String>,
+    /// Per-node keys of each NodeWright (status, version, cordon, ...), built once per pass.
+    pub keys: BTreeMap<String, NodeKeys>,
 }
 
 impl Work {
@@ -125,15 +126,17 @@ impl Work {
     /// §8.7 uncordon through ownership: drop `P/cordon_<NW>`; clear `unschedulable` only when
     /// no other cordon annotation remains. A NodeWright without the annotation touches nothing.
     pub fn release_cordon(&mut self, nw: &str, node: &Node) {
-        let key = keys::cordon(nw);
-        if self.annotation(node, &key).is_none() {
+        let key = Self::cordon_key(&self.keys, nw);
+        let key: &str = &key;
+        if self.annotation(node, key).is_none() {
             return;
         }
+        let key = key.to_string();
         self.set_annotation(node, &key, None);
         let prefix = format!("{}/cordon_", keys::PREFIX);
         let others = node.metadata.annotations.iter().flatten().any(|(k, _)| {
             (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
-                && k != &key
+                && *k != key
                 && self.annotation(node, k).is_some()
         });
         if !others {
@@ -145,7 +148,7 @@ impl Work {
     /// cache may lag behind this NodeWright's own cordon write, so the node patch asks for the
     /// release on its fresh read (invariant 16.6: complete and cordoned are never written together).
     pub fn release_cordon_on_write(&mut self, nw: &str, node: &Node) {
-        if self.annotation(node, &keys::cordon(nw)).is_some() {
+        if self.annotation(node, &Self::cordon_key(&self.keys, nw)).is_some() {
             return self.release_cordon(nw, node);
         }
         self.release_on_write
@@ -172,16 +175,32 @@ impl Work {
     }
 
     /// The node-status annotation key of a NodeWright, precomputed where the pass has it.
-    fn status_key<'k>(keys: &'k BTreeMap<String, String>, nw: &str) -> std::borrow::Cow<'k, str> {
+    fn status_key<'k>(keys: &'k BTreeMap<String, NodeKeys>, nw: &str) -> Cow<'k, str> {
         match keys.get(nw) {
-            Some(k) => std::borrow::Cow::Borrowed(k.as_str()),
-            None => std::borrow::Cow::Owned(keys::node_status(nw)),
+            Some(k) => Cow::Borrowed(k.status.as_str()),
+            None => Cow::Owned(keys::node_status(nw)),
+        }
+    }
+
+    /// The operator-version annotation key of a NodeWright, precomputed where the pass has it.
+    fn version_key<'k>(keys: &'k BTreeMap<String, NodeKeys>, nw: &str) -> Cow<'k, str> {
+        match keys.get(nw) {
+            Some(k) => Cow::Borrowed(k.version.as_str()),
+            None => Cow::Owned(keys::node_version(nw)),
+        }
+    }
+
+    /// The cordon annotation key of a NodeWright, precomputed where the pass has it.
+    pub fn cordon_key<'k>(keys: &'k BTreeMap<String, NodeKeys>, nw: &str) -> Cow<'k, str> {
+        match keys.get(nw) {
+            Some(k) => Cow::Borrowed(k.cordon.as_str()),
+            None => Cow::Owned(keys::cordon(nw)),
         }
     }
 
     /// The node's Status for a NodeWright (annotation is the source of truth).
     pub fn node_status(&self, node: &Node, nw: &str) -> Status {
-        let key = Self::status_key(&self.status_keys, nw);
+        let key = Self::status_key(&self.keys, nw);
         let key: &str = &key;
         self.annotation(node, key)
             .map(Status::parse_lenient)
@@ -191,7 +210,7 @@ impl Work {
     /// Sets the node Status for a NodeWright: annotation and label (N0), and stamps the node with
     /// the operator version for that NodeWright (M2; a no-op once it is there).
     pub fn set_node_status(&mut self, node: &Node, nw: &str, status: Status) {
-        let key = Self::status_key(&self.status_keys, nw);
+        let key = Self::status_key(&self.keys, nw);
         let key: &str = &key;
         let value = Some(status.as_str());
         record(
@@ -202,7 +221,16 @@ impl Work {
             value,
         );
         record(&mut self.labels, node, key, label(node, key), value);
-        self.set_annotation(node, &keys::node_version(nw), Some(keys::OPERATOR_VERSION));
+        let version = Self::version_key(&self.keys, nw);
+        let version: &str = &version;
+        let current = annotation(node, version);
+        record(
+            &mut self.annotations,
+            node,
+            version,
+            current,
+            Some(keys::OPERATOR_VERSION),
+        );
     }
 
     /// Sets `spec.unschedulable` (only recorded when it differs from the snapshot).
@@ -220,16 +248,23 @@ impl Work {
         }
     }
 
-    /// True when the pass may write anything on `node`.
-    pub fn touches(&self, node: &str) -> bool {
-        self.annotations.contains_key(node)
-            || self.labels.contains_key(node)
-            || self.unschedulable.contains_key(node)
-            || self.taints_add.contains_key(node)
-            || self.taints_remove.contains_key(node)
-            || self.unguarded.contains(node)
-            || self.states.get(node).is_some_and(|docs| !docs.is_empty())
-            || self.removed.iter().any(|(n, _)| n == node)
+    /// The nodes the pass may write anything on, in name order.
+    pub fn touched_nodes(&self) -> BTreeSet<&str> {
+        let mut out: BTreeSet<&str> = BTreeSet::new();
+        out.extend(self.annotations.keys().map(String::as_str));
+        out.extend(self.labels.keys().map(String::as_str));
+        out.extend(self.unschedulable.keys().map(String::as_str));
+        out.extend(self.taints_add.keys().map(String::as_str));
+        out.extend(self.taints_remove.keys().map(String::as_str));
+        out.extend(self.unguarded.iter().map(String::as_str));
+        out.extend(
+            self.states
+                .iter()
+                .filter(|(_, docs)| !docs.is_empty())
+                .map(|(n, _)| n.as_str()),
+        );
+        out.extend(self.removed.iter().map(|(n, _)| n.as_str()));
+        out
     }
 
     /// The working status of a NodeWright, seeded from `snapshot`.

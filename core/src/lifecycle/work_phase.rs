@@ -46,10 +46,9 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     if ctx.nw_complete(v) && !uninstall_work {
         return;
     }
-    let any_ready = v
-        .nodes
-        .iter()
-        .any(|n| (!ctx.node_complete(v, n) || uninstall_work) && node_ready(ctx, views, v, n));
+    let any_ready = v.nodes.iter().enumerate().any(|(i, n)| {
+        (!ctx.node_complete_at(v, i) || uninstall_work) && node_ready(ctx, views, v, n)
+    });
     if !any_ready {
         return;
     }
@@ -61,11 +60,11 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     // In-flight nodes of a stopped compartment only finish their running stage (D9): the
     // executor runs on, nothing new starts, so they are not visited here.
     let run_nodes: BTreeSet<&String> = decision.selected_nodes.iter().collect();
-    for node in &v.nodes {
+    for (i, node) in v.nodes.iter().enumerate() {
         if !run_nodes.contains(node) || !node_ready(ctx, views, v, node) {
             continue;
         }
-        if ctx.node_complete(v, node)
+        if ctx.node_complete_at(v, i)
             && !changed_nodes_set.contains(node)
             && !to_uninstall.contains_key(node)
         {
@@ -85,9 +84,9 @@ pub fn has_uninstall_work(ctx: &Ctx, v: &NwView) -> Result<bool, PlanErrorKind> 
         return Ok(true);
     }
     let mut work = false;
-    for node in &v.nodes {
+    for (i, node) in v.nodes.iter().enumerate() {
         let doc = ctx
-            .doc(v, node)
+            .doc_at(v, i)
             .ok_or_else(|| PlanErrorKind::UnreadableState(node.clone()))?;
         if work {
             continue; // only readability still matters
@@ -116,10 +115,12 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
     let mut version_changed = false;
     let mut clear_updates: BTreeSet<String> = BTreeSet::new();
     let tracked = ctx.status(v).config_updates.clone();
-    for node in &v.nodes {
+    let mut cursor =
+        pr::PackageCursor::new(v.packages.iter().map(|(k, p)| (k.as_str(), p)).collect());
+    for (i, node) in v.nodes.iter().enumerate() {
         // Cheap scan first: most nodes have nothing to cancel, upgrade or forget.
-        let interesting = ctx.doc(v, node).is_some_and(|d| {
-            d.0.values().any(|e| match v.packages.get(&e.name) {
+        let interesting = ctx.doc_at(v, i).is_some_and(|d| {
+            d.0.values().any(|e| match cursor.get(&e.name) {
                 None => tracked.contains_key(&e.name),
                 Some(p) => e.version != p.version || e.stage == Stage::Uninstall,
             })
@@ -188,9 +189,9 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
         .packages
         .values()
         .any(|p| uninstall_requested(p, v.deleting));
-    for node in &v.nodes {
+    for (i, node) in v.nodes.iter().enumerate() {
         let interesting = ctx
-            .doc(v, node)
+            .doc_at(v, i)
             .is_some_and(|d| any_requested || d.0.values().any(|e| e.stage.in_uninstall_cycle()));
         if !interesting {
             continue;

@@ -13,7 +13,7 @@ use super::rollout_seam;
 use super::status::{
     NodeFacts, aggregate, node_status, remove_condition, set_condition, set_counters, set_ready,
 };
-use super::view::NwView;
+use super::view::{NwView, walk_get};
 use super::work::{Slot, node_ref, nw_ref};
 use crate::rollout::{NodeView, RolloutDecision};
 
@@ -24,16 +24,21 @@ pub fn report_state(ctx: &mut Ctx, v: &NwView) {
         .values()
         .map(|p| format!("{}:{}", p.name, p.version))
         .collect();
+    // The maps are visited in name order: membership by walking the selection in name order.
+    let walk = v.name_walk();
     ctx.work
         .mirror_mut(&v.name)
-        .retain(&v.status.node_state, |n| v.selects(n));
+        .retain(&v.status.node_state, |n| walk.contains(n));
     let status = ctx.status_mut(v);
-    status.node_status.retain(|n, _| v.selects(n));
-    status.node_boot_ids.retain(|n, _| v.selects(n));
+    let walk = v.name_walk();
+    status.node_status.retain(|n, _| walk.contains(n));
+    let walk = v.name_walk();
+    status.node_boot_ids.retain(|n, _| walk.contains(n));
+    let walk = v.name_walk();
     let gone: Vec<String> = status
         .node_priority
         .keys()
-        .filter(|n| !v.selects(n))
+        .filter(|n| !walk.contains(n))
         .cloned()
         .collect();
     for n in gone {
@@ -248,15 +253,33 @@ fn set_node_statuses(
 
 /// Brings the `status.nodeState` mirror up to the current documents; true when it changed.
 fn refresh_mirror(ctx: &mut Ctx, v: &NwView) -> bool {
-    let docs: Vec<(String, NodeState)> = v
-        .nodes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, n)| {
-            let d = ctx.doc_at(v, i)?;
-            (ctx.mirror_entry(v, n) != Some(d)).then(|| (n.clone(), d.clone()))
-        })
-        .collect();
+    let unedited = ctx
+        .work
+        .mirrors
+        .get(&v.name)
+        .is_none_or(|edits| edits.is_empty());
+    let docs: Vec<(String, NodeState)> = if unedited {
+        // The mirror is the snapshot's: walk it in name order beside the selection.
+        let mut mirror = v.status.node_state.iter().peekable();
+        v.by_name
+            .iter()
+            .filter_map(|&i| {
+                let n = &v.nodes[i];
+                let entry = walk_get(&mut mirror, n);
+                let d = ctx.doc_at(v, i)?;
+                (entry != Some(d)).then(|| (n.clone(), d.clone()))
+            })
+            .collect()
+    } else {
+        v.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| {
+                let d = ctx.doc_at(v, i)?;
+                (ctx.mirror_entry(v, n) != Some(d)).then(|| (n.clone(), d.clone()))
+            })
+            .collect()
+    };
     let changed = !docs.is_empty();
     let edits = ctx.work.mirror_mut(&v.name);
     for (n, d) in docs {

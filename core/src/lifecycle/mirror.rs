@@ -29,6 +29,11 @@ impl MirrorEdits {
         }
     }
 
+    /// True when nothing is edited (every entry is the snapshot's).
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.removed.is_empty()
+    }
+
     /// Sets the entry of `node`.
     pub fn insert(&mut self, node: String, doc: NodeState) {
         self.removed.remove(&node);

@@ -1,10 +1,11 @@
 //! Reboot detection (R5, §8.8) with B4: the new boot id is recorded only in a pass that finds
 //! nothing left to reset, i.e. after the reset write and the executor deletions landed.
 
+use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::Status;
 
 use super::ctx::Ctx;
-use super::view::NwView;
+use super::view::{NwView, walk_get};
 use super::work::{Slot, node_ref, nw_ref};
 use crate::NodeKeys;
 
@@ -12,12 +13,17 @@ use crate::NodeKeys;
 pub fn track(ctx: &mut Ctx, views: &[NwView]) -> bool {
     let mut wrote = false;
     for v in views {
+        // Usually every boot id is recorded and unchanged: check that in name order first.
+        let mut recorded = ctx.status(v).node_boot_ids.iter().peekable();
+        let quiet = v.by_name.iter().all(|&i| {
+            walk_get(&mut recorded, &v.nodes[i])
+                .is_some_and(|old| old.is_empty() || old == boot_id(v.refs[i]))
+        });
+        if quiet {
+            continue;
+        }
         for (name, node) in v.nodes.iter().zip(&v.refs) {
-            let current = node
-                .status
-                .as_ref()
-                .and_then(|s| s.node_info.as_ref())
-                .map_or("", |i| i.boot_id.as_str());
+            let current = boot_id(node);
             let reboot = match ctx.status(v).node_boot_ids.get(name) {
                 None => false,
                 Some(old) if !old.is_empty() && old != current => true,
@@ -34,6 +40,14 @@ pub fn track(ctx: &mut Ctx, views: &[NwView]) -> bool {
         }
     }
     wrote
+}
+
+/// The node's current boot id (empty when unknown).
+fn boot_id(node: &Node) -> &str {
+    node.status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map_or("", |i| i.boot_id.as_str())
 }
 
 /// Resets (v, node) for a reboot; false when there was nothing left to reset (T18).

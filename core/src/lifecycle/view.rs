@@ -154,6 +154,14 @@ impl<'a> NwView<'a> {
         self.pos.contains_key(node)
     }
 
+    /// A walker answering "is this name selected" for names asked in ascending order.
+    pub fn name_walk(&self) -> NameWalk<'_, 'a> {
+        NameWalk {
+            v: self,
+            next: std::cell::Cell::new(0),
+        }
+    }
+
     /// The snapshot node-state of a selected node; `Err` = unreadable.
     pub fn parsed(&self, node: &str) -> Option<&Result<Cow<'a, NodeState>, NodeStateError>> {
         self.pos.get(node).map(|&i| &self.docs[i])
@@ -188,6 +196,42 @@ impl<'a> NwView<'a> {
             Ok(_) => None,
         }
     }
+}
+
+/// Membership in a view's selection for names asked mostly in ascending order (as a
+/// `BTreeMap` visits its keys): walks the selection in name order instead of a tree look-up
+/// per name; a name out of order re-positions the walk by binary search.
+pub struct NameWalk<'v, 'a> {
+    v: &'v NwView<'a>,
+    next: std::cell::Cell<usize>,
+}
+
+impl NameWalk<'_, '_> {
+    /// True when `name` is selected.
+    pub fn contains(&self, name: &str) -> bool {
+        let v = self.v;
+        let at = |p: usize| v.nodes[v.by_name[p]].as_str();
+        let mut p = self.next.get();
+        if p > 0 && at(p - 1) >= name {
+            p = v.by_name.partition_point(|&i| v.nodes[i].as_str() < name);
+        }
+        while p < v.by_name.len() && at(p) < name {
+            p += 1;
+        }
+        let found = p < v.by_name.len() && at(p) == name;
+        self.next.set(if found { p + 1 } else { p });
+        found
+    }
+}
+
+/// The value of `name` in a map walked in key order: `it` is advanced past smaller keys, so
+/// names must be asked in ascending order.
+pub fn walk_get<'m, V>(
+    it: &mut std::iter::Peekable<std::collections::btree_map::Iter<'m, String, V>>,
+    name: &str,
+) -> Option<&'m V> {
+    while it.next_if(|(k, _)| k.as_str() < name).is_some() {}
+    it.next_if(|(k, _)| k.as_str() == name).map(|(_, value)| value)
 }
 
 /// True for `"true"` annotations (pause, disable).

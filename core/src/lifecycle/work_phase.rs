@@ -132,6 +132,9 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
         };
         let mut new_doc = doc.clone();
         for entry in doc.0.values() {
+            if ctx.outcome_touched(v, node, &entry.name) {
+                continue; // 16.11: the outcome's write lands first
+            }
             let Some(pkg) = v.packages.get(&entry.name) else {
                 if tracked.contains_key(&entry.name) {
                     clear_updates.insert(entry.name.clone()); // §7.8.3: entry kept (T19)
@@ -204,6 +207,9 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
             let Some(entry) = super::predicates::entry_of(&doc, &pkg.name, &pkg.version) else {
                 continue;
             };
+            if ctx.outcome_touched(v, node, &pkg.name) {
+                continue; // 16.11: the outcome's write lands first
+            }
             if !uninstall_requested(pkg, v.deleting) && !in_cycle(&doc, pkg) {
                 continue;
             }
@@ -288,7 +294,7 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         let Some(pkg) = v.packages.get(&name) else {
             continue;
         };
-        if cycle_ended(ctx, v, node, pkg) {
+        if cycle_ended(ctx, v, node, pkg) || ctx.rests_on_outcome(v, node, pkg) {
             ctx.requeue = true;
             continue;
         }

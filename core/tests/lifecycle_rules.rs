@@ -475,6 +475,46 @@ fn inv16_6_t16_the_pass_that_cordons_a_complete_node_writes_it_in_progress() {
     }
 }
 
+/// Explore seed 8499: the node cache lags behind this NodeWright's own `complete` write (the
+/// snapshot still shows `in_progress`) when a new package with an interrupt reopens the node.
+/// The pass that cordons it writes the working status even though the snapshot shows it, so the
+/// fresh read cannot keep `complete` beside the cordon (invariant 16.6).
+#[test]
+fn inv16_6_a_cordoning_write_carries_the_status_a_lagging_snapshot_already_shows() {
+    let mut s = interrupt_world();
+    let cordon = (0..8)
+        .find_map(|_| {
+            step(&mut s).effects.into_iter().find_map(|e| match e {
+                Effect::PatchNode(p) if p.unschedulable == Some(true) => Some(*p),
+                _ => None,
+            })
+        })
+        .expect("a cordoning write");
+    let status = cordon
+        .annotations
+        .get(&keys::node_status("demo"))
+        .cloned()
+        .flatten();
+    assert!(
+        status.as_deref().is_some_and(|v| v != "complete"),
+        "the cordoning write carries a status that is not complete: {status:?}"
+    );
+    assert_eq!(
+        cordon.labels.get(&keys::node_status("demo")).cloned().flatten(),
+        status
+    );
+    let mut fresh = s.nodes[0].as_ref().clone();
+    set_annotation(&mut fresh, &keys::node_status("demo"), "complete");
+    let delta = nodewright_core::effect::resolve_node_patch(&fresh, &cordon)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        delta.annotations.get(&keys::node_status("demo")),
+        Some(&status),
+        "the fresh `complete` is overwritten with the cordon"
+    );
+}
+
 /// Steps until a pass writes the `demo` node Status; returns that node patch.
 fn status_write(s: &mut nodewright_core::Snapshot) -> nodewright_core::NodePatch {
     for _ in 0..5 {

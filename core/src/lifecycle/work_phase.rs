@@ -541,6 +541,9 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         if ctx.work.node_status(node, &v.name) == Status::Complete {
             ctx.work.set_node_status(node, &v.name, Status::InProgress);
         }
+        // The snapshot may not show `complete` written by an earlier pass (a lagging cache):
+        // the cordoning write carries the working status whatever the snapshot shows.
+        ctx.work.status_on_write(&v.name, node);
         return false;
     }
     let pods = ctx.pods_by_node.get(node_name).cloned().unwrap_or_default();

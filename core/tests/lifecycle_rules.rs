@@ -500,7 +500,11 @@ fn inv16_6_a_cordoning_write_carries_the_status_a_lagging_snapshot_already_shows
         "the cordoning write carries a status that is not complete: {status:?}"
     );
     assert_eq!(
-        cordon.labels.get(&keys::node_status("demo")).cloned().flatten(),
+        cordon
+            .labels
+            .get(&keys::node_status("demo"))
+            .cloned()
+            .flatten(),
         status
     );
     let mut fresh = s.nodes[0].as_ref().clone();

@@ -409,7 +409,10 @@ pub fn node_patch(
     for nw in work.status_on_write.get(&name).into_iter().flatten() {
         let key = keys::node_status(nw);
         let status = Some(work.node_status(node, nw).as_str().to_string());
-        patch.annotations.entry(key.clone()).or_insert(status.clone());
+        patch
+            .annotations
+            .entry(key.clone())
+            .or_insert(status.clone());
         patch.labels.entry(key).or_insert(status);
     }
     patch.unschedulable = work.unschedulable.get(&name).copied();

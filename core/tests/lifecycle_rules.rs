@@ -475,6 +475,50 @@ fn inv16_6_t16_the_pass_that_cordons_a_complete_node_writes_it_in_progress() {
     }
 }
 
+/// Explore seed 8499: the node cache lags behind this NodeWright's own `complete` write (the
+/// snapshot still shows `in_progress`) when a new package with an interrupt reopens the node.
+/// The pass that cordons it writes the working status even though the snapshot shows it, so the
+/// fresh read cannot keep `complete` beside the cordon (invariant 16.6).
+#[test]
+fn inv16_6_a_cordoning_write_carries_the_status_a_lagging_snapshot_already_shows() {
+    let mut s = interrupt_world();
+    let cordon = (0..8)
+        .find_map(|_| {
+            step(&mut s).effects.into_iter().find_map(|e| match e {
+                Effect::PatchNode(p) if p.unschedulable == Some(true) => Some(*p),
+                _ => None,
+            })
+        })
+        .expect("a cordoning write");
+    let status = cordon
+        .annotations
+        .get(&keys::node_status("demo"))
+        .cloned()
+        .flatten();
+    assert!(
+        status.as_deref().is_some_and(|v| v != "complete"),
+        "the cordoning write carries a status that is not complete: {status:?}"
+    );
+    assert_eq!(
+        cordon
+            .labels
+            .get(&keys::node_status("demo"))
+            .cloned()
+            .flatten(),
+        status
+    );
+    let mut fresh = s.nodes[0].as_ref().clone();
+    set_annotation(&mut fresh, &keys::node_status("demo"), "complete");
+    let delta = nodewright_core::effect::resolve_node_patch(&fresh, &cordon)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        delta.annotations.get(&keys::node_status("demo")),
+        Some(&status),
+        "the fresh `complete` is overwritten with the cordon"
+    );
+}
+
 /// Steps until a pass writes the `demo` node Status; returns that node patch.
 fn status_write(s: &mut nodewright_core::Snapshot) -> nodewright_core::NodePatch {
     for _ in 0..5 {
@@ -2095,5 +2139,223 @@ fn r6_6_condition_transition_time_rules() {
         status::condition(&c, &ty).unwrap().last_transition_time.0,
         t1,
         "Transition: message change moves the time"
+    );
+}
+
+/// (package label, stage) of each Job a plan creates.
+fn created_packages(plan: &nodewright_core::Plan) -> Vec<(String, String)> {
+    created(plan)
+        .iter()
+        .map(|j| {
+            let stage = j.metadata.labels.as_ref().unwrap()[keys::LABEL_STAGE].clone();
+            (job_package(j), stage)
+        })
+        .collect()
+}
+
+/// Marks the unfinished Jobs of package label `label` (`<name>-<version>`) complete.
+fn finish_package(s: &mut nodewright_core::Snapshot, label: &str) {
+    finish_jobs_where(s, true, |j| job_package(j) == label);
+}
+
+/// Steps until a pass plans nothing (at most 10 passes), without finishing any Job.
+fn settle(s: &mut nodewright_core::Snapshot) {
+    for _ in 0..10 {
+        if step(s).effects.is_empty() {
+            return;
+        }
+    }
+    panic!("no fixpoint in 10 passes");
+}
+
+/// Steps `n` passes; returns the last plan.
+fn steps(s: &mut nodewright_core::Snapshot, n: usize) -> nodewright_core::Plan {
+    let mut plan = step(s);
+    for _ in 1..n {
+        plan = step(s);
+    }
+    plan
+}
+
+/// Invariant 16.9 narrowed to what it protects: the pass that records an outcome on a node holds
+/// back the starts that rest on it (the same package's next stage) and starts an unrelated
+/// package of the node beside it.
+#[test]
+fn inv16_9_an_outcome_holds_back_its_own_package_and_not_an_unrelated_one() {
+    let n = with_pkg(with_pkg(nw("demo"), "a", "1.0.0"), "b", "1.0.0");
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let first = until_created(&mut s, 10);
+    assert_eq!(
+        created_packages(&first),
+        vec![
+            ("a-1.0.0".into(), "apply".into()),
+            ("b-1.0.0".into(), "apply".into())
+        ]
+    );
+    settle(&mut s);
+    finish_package(&mut s, "a-1.0.0");
+    let recorded_a = step(&mut s);
+    assert!(
+        created(&recorded_a).is_empty(),
+        "a's config rests on its own outcome"
+    );
+    finish_package(&mut s, "b-1.0.0");
+    let recorded_b = step(&mut s);
+    assert_eq!(
+        created_packages(&recorded_b),
+        vec![("a-1.0.0".into(), "config".into())],
+        "a starts beside b's outcome; b's own config waits"
+    );
+    assert_eq!(
+        created_packages(&step(&mut s)),
+        vec![("b-1.0.0".into(), "config".into())]
+    );
+}
+
+/// 16.9 dependencies: a `dependsOn` package waits for the pass after its dependency's
+/// completion was recorded, while an independent package of the node starts in that pass.
+#[test]
+fn inv16_9_a_dependent_waits_for_the_recorded_completion_to_land() {
+    let n = with_dep(
+        with_pkg(
+            with_pkg(with_pkg(nw("demo"), "base", "1.0.0"), "top", "1.0.0"),
+            "other",
+            "1.0.0",
+        ),
+        "top",
+        "base",
+    );
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let first = until_created(&mut s, 10);
+    assert_eq!(
+        created_packages(&first),
+        vec![
+            ("base-1.0.0".into(), "apply".into()),
+            ("other-1.0.0".into(), "apply".into())
+        ]
+    );
+    settle(&mut s);
+    finish_package(&mut s, "base-1.0.0");
+    step(&mut s); // records base's apply
+    finish_package(&mut s, "other-1.0.0");
+    let config = step(&mut s); // records other's apply
+    assert_eq!(
+        created_packages(&config),
+        vec![("base-1.0.0".into(), "config".into())]
+    );
+    finish_package(&mut s, "base-1.0.0");
+    let recorded = step(&mut s);
+    assert_eq!(
+        created_packages(&recorded),
+        vec![("other-1.0.0".into(), "config".into())],
+        "top rests on base's completion recorded in this pass"
+    );
+    assert_eq!(
+        created_packages(&step(&mut s)),
+        vec![("top-1.0.0".into(), "apply".into())]
+    );
+}
+
+/// 16.9 with B6/16.3: a package with an interrupt (cordon, drain, node-wide interrupt) does not
+/// start in a pass that recorded any outcome on its node.
+#[test]
+fn inv16_9_b6_an_interrupt_package_waits_for_any_recorded_outcome_on_the_node() {
+    let n = with_interrupt(
+        with_pkg(with_pkg(nw("demo"), "a", "1.0.0"), "b", "1.0.0"),
+        "b",
+        InterruptType::Reboot,
+        &[],
+    );
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let first = until_created(&mut s, 10);
+    assert_eq!(
+        created_packages(&first),
+        vec![("a-1.0.0".into(), "apply".into())]
+    );
+    // b cordons, then drains; it would start in the second pass after a's start.
+    let mut quiet = nodewright_core::Snapshot::clone(&s);
+    let unblocked = steps(&mut quiet, 3);
+    assert!(
+        created_packages(&unblocked).contains(&("b-1.0.0".into(), "apply".into())),
+        "without an outcome b starts here: {:?}",
+        created_packages(&unblocked)
+    );
+    steps(&mut s, 2);
+    finish_package(&mut s, "a-1.0.0");
+    let recorded = step(&mut s);
+    assert!(
+        created(&recorded).is_empty(),
+        "b waits for a's outcome to land"
+    );
+    assert_eq!(
+        created_packages(&step(&mut s)),
+        vec![
+            ("a-1.0.0".into(), "config".into()),
+            ("b-1.0.0".into(), "apply".into())
+        ]
+    );
+}
+
+/// 16.9 with 16.8: a lower-priority NodeWright does not start on a node in the pass that
+/// recorded the completion of the higher-priority NodeWright there (its start rests on it).
+/// That pass also changes the node's status for `first`, which ends it at R6.6; the
+/// other-NodeWright rule of `Recorded::blocks` is the second guard.
+#[test]
+fn inv16_9_inv16_8_another_nodewrights_outcome_holds_back_the_next_priority() {
+    let mut second = with_pkg(nw("second"), "b", "1.0.0");
+    second.spec.priority = 2;
+    let mut first = with_pkg(nw("first"), "a", "1.0.0");
+    first.spec.priority = 1;
+    let mut s = snapshot(vec![first, second], vec![node("n1")]);
+    let a_done = |s: &nodewright_core::Snapshot| {
+        doc(s, "n1", "first")
+            .get("a", "1.0.0")
+            .is_some_and(|e| e.stage == Stage::Config && e.state == Some(State::Complete))
+    };
+    let mut log = Vec::new();
+    for _ in 0..30 {
+        let before = a_done(&s);
+        let plan = step(&mut s);
+        let recording = !before && a_done(&s);
+        let made = created_packages(&plan);
+        log.push((recording, made.clone()));
+        if made.iter().any(|(p, _)| p == "b-1.0.0") {
+            assert!(
+                before,
+                "second started before first was recorded complete: {log:?}"
+            );
+            return;
+        }
+        finish_package(&mut s, "a-1.0.0");
+    }
+    panic!("second never started: {log:?}");
+}
+
+/// 16.11 with 16.9: the pass that records an outcome writes no second transition of that entry
+/// (here T14, uninstall from complete, with another package still running on the node); the
+/// next pass does.
+#[test]
+fn inv16_11_t14_a_recorded_completion_moves_to_uninstall_in_the_next_pass() {
+    let n = with_pkg(with_pkg(nw("demo"), "a", "1.0.0"), "b", "1.0.0");
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    until_created(&mut s, 10);
+    settle(&mut s); // b's apply keeps running, so the node does not turn complete
+    finish_package(&mut s, "a-1.0.0");
+    let config = until_created(&mut s, 10);
+    assert_eq!(
+        created_packages(&config),
+        vec![("a-1.0.0".into(), "config".into())]
+    );
+    let spec = Arc::make_mut(&mut s.nodewrights[0]);
+    *spec = with_uninstall(spec.clone(), "a", true);
+    finish_package(&mut s, "a-1.0.0");
+    let recorded = step(&mut s);
+    assert!(created(&recorded).is_empty());
+    let e = doc(&s, "n1", "demo").get("a", "1.0.0").cloned().unwrap();
+    assert_eq!((e.stage, e.state), (Stage::Config, Some(State::Complete)));
+    let next = until_created(&mut s, 10);
+    assert_eq!(
+        created_packages(&next),
+        vec![("a-1.0.0".into(), "uninstall".into())]
     );
 }

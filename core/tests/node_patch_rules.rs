@@ -367,3 +367,40 @@ fn inv16_6_b7_release_on_write_removes_a_cordon_the_snapshot_missed() {
         "a patch that cordons releases nothing"
     );
 }
+
+/// §8.7 on the fresh read (explore seed 9848): a pass released its own cordon on a snapshot that
+/// did not yet show another NodeWright's cordon, written by the pass just before; the fresh read
+/// shows it, so the node stays unschedulable and only our annotation goes.
+#[test]
+fn inv16_5_b7_uncordon_is_held_by_a_cordon_written_after_the_snapshot() {
+    let fresh = |others: &[&str]| {
+        let mut list = vec![(keys::cordon("mine"), "true".to_string())];
+        list.extend(others.iter().map(|k| (k.to_string(), "true".to_string())));
+        let mut n = node(&list);
+        n.spec = Some(NodeSpec {
+            unschedulable: Some(true),
+            ..NodeSpec::default()
+        });
+        n
+    };
+    let mut p = patch(true, vec![]);
+    p.annotations.insert(keys::cordon("mine"), None);
+    p.unschedulable = Some(false);
+    assert_eq!(resolved(&fresh(&[]), &p).unschedulable, Some(false));
+    for other in [
+        keys::cordon("other"),
+        keys::RUNTIME_REQUIRED_CORDON.to_string(),
+    ] {
+        let delta = resolved(&fresh(&[other.as_str()]), &p);
+        assert_eq!(delta.annotations.get(&keys::cordon("mine")), Some(&None));
+        assert_eq!(delta.unschedulable, None, "{other} still holds the node");
+        assert!(delta.needs_resource_version);
+    }
+    let mut unguarded = p.clone();
+    unguarded.guarded = false;
+    let delta = resolved(&fresh(&[]), &unguarded);
+    assert!(
+        delta.needs_resource_version,
+        "the uncordon rests on the fresh annotations"
+    );
+}

@@ -70,15 +70,23 @@ pub fn resolve_node_patch(
     let spec = fresh.spec.clone().unwrap_or_default();
     let taints = new_taints(spec.taints.as_deref().unwrap_or_default(), patch);
     let released = release_cordons(&current, patch, &mut annotations);
-    let unschedulable = patch
-        .unschedulable
-        .or(released.then_some(false))
+    let wanted = patch.unschedulable.or(released.then_some(false));
+    let uncordon = wanted == Some(false);
+    // §8.7 on the fresh read: a node stays unschedulable while any cordon annotation remains,
+    // including one written after the snapshot the patch was planned on (invariant 16.5).
+    let held = uncordon && cordon_remains(&current, &annotations);
+    let unschedulable = wanted
+        .filter(|_| !held)
         .filter(|u| *u != spec.unschedulable.unwrap_or(false));
     if annotations.is_empty() && labels.is_empty() && taints.is_none() && unschedulable.is_none() {
         return Ok(None);
     }
     Ok(Some(NodeDelta {
-        needs_resource_version: patch.guarded || state_changed || taints.is_some() || released,
+        needs_resource_version: patch.guarded
+            || state_changed
+            || taints.is_some()
+            || released
+            || uncordon,
         annotations,
         labels,
         taints,
@@ -151,12 +159,21 @@ fn release_cordons(
             removed = true;
         }
     }
+    removed && !cordon_remains(current, out)
+}
+
+/// True when a cordon annotation (`P/cordon_*`, `P/runtimeRequiredCordon`) is on the fresh read
+/// or set by the patch, and the patch does not remove it.
+fn cordon_remains(
+    current: &BTreeMap<String, String>,
+    out: &BTreeMap<String, Option<String>>,
+) -> bool {
     let prefix = keys::cordon("");
     let remains = |k: &String| {
         (k.starts_with(&prefix) || k == keys::RUNTIME_REQUIRED_CORDON)
             && !matches!(out.get(k), Some(None))
     };
-    removed && !current.keys().chain(out.keys()).any(remains)
+    current.keys().chain(out.keys()).any(remains)
 }
 
 /// Applies entry changes and document removals to the fresh annotations; returns the applied

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewright_crds::{NodeState, NodeWrightStatus};
+use nodewright_crds::{NodeState, NodeWrightStatus, Package};
 
 use super::done::{Blockers, Done};
 use super::view::NwView;
@@ -95,6 +95,24 @@ impl<'a> Ctx<'a> {
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&'a Node> {
         self.nodes.get(name).copied()
+    }
+
+    /// True when this pass recorded an outcome that `pkg`'s work on `node` rests on (16.9):
+    /// the work phase leaves the package for the next pass (see [`super::done::Recorded`]).
+    pub fn rests_on_outcome(&self, v: &NwView, node: &str, pkg: &Package) -> bool {
+        self.done
+            .outcomes
+            .get(node)
+            .is_some_and(|r| r.blocks(&v.name, v.nw.spec.serial, pkg, false))
+    }
+
+    /// True when an outcome recorded this pass changed `pkg`'s entry on `node` (16.11: one
+    /// transition per written entry).
+    pub fn outcome_touched(&self, v: &NwView, node: &str, pkg: &str) -> bool {
+        self.done
+            .outcomes
+            .get(node)
+            .is_some_and(|r| r.touched(&v.name, pkg))
     }
 
     /// The current node-state document of (v, node); `None` when unreadable.

@@ -135,9 +135,12 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let evaluate = nw_status != Status::Complete;
     let decision = rollout_seam::plan(ctx, v, &views_now, evaluate, false, became_complete);
     rollout_seam::record(ctx, v, &decision);
-    let mirror_changed = refresh_mirror(ctx, v);
+    // The mirror copies the node documents (outcomes recorded this pass included) and no
+    // decision reads it: it is saved with the pass's status but does not end the pass, so
+    // a pass that records outcomes still reaches the work phase (R6.6 lists what ends it).
+    refresh_mirror(ctx, v);
     let node_status_changed = write_status(ctx, v, nw_status, prior, &decision, &statuses);
-    mirror_changed || node_status_changed || before.changed(ctx, v)
+    node_status_changed || before.changed(ctx, v)
 }
 
 /// What the working copy held before introspection, to tell whether it changed anything.

@@ -43,8 +43,16 @@ pub fn record(ctx: &mut Ctx, views: &[NwView]) {
                     }
                 }
             }
-            ctx.done.outcome_nodes.insert(o.node.clone());
             let terminal = matches!(o.kind, OutcomeKind::TerminalFailed { .. });
+            let recorded = ctx.done.outcomes.entry(o.node.clone()).or_default();
+            recorded.terminal |= terminal;
+            recorded
+                .packages
+                .insert((v.name.clone(), o.package.clone()));
+            for c in &changes {
+                let name = c.key.split('|').next().unwrap_or_default();
+                recorded.packages.insert((v.name.clone(), name.to_string()));
+            }
             if terminal && let Some(node) = ctx.node(&o.node) {
                 ctx.work.set_node_status(node, &v.name, Status::Erroring); // T4
             }

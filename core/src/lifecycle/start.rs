@@ -40,8 +40,14 @@ pub fn start_executor(
     if ctx.done.interrupted_nodes.contains(node) {
         return Start::Waiting;
     }
-    // Decisions built on an outcome recorded in this very pass wait for that write to land.
-    if ctx.done.outcome_nodes.contains(node) {
+    // A start built on an outcome recorded in this very pass waits for that write to land;
+    // other packages of the node start (invariant 16.9, `Recorded::blocks`).
+    if ctx
+        .done
+        .outcomes
+        .get(node)
+        .is_some_and(|r| r.blocks(&v.name, v.nw.spec.serial, pkg, interrupt.is_some()))
+    {
         ctx.requeue = true;
         return Start::Waiting;
     }

@@ -46,6 +46,9 @@ pub struct Work {
     /// NodeWrights whose cordon is released on the fresh read, per node (see
     /// [`Work::release_cordon_on_write`]).
     pub release_on_write: BTreeMap<String, BTreeSet<String>>,
+    /// NodeWrights whose working node status is written with the node's patch even where the
+    /// snapshot already shows it, per node (see [`Work::status_on_write`]).
+    pub status_on_write: BTreeMap<String, BTreeSet<String>>,
     /// Working NodeWright statuses (only those touched), their `nodeState` mirror left empty.
     pub statuses: BTreeMap<String, NodeWrightStatus>,
     /// Edits of each NodeWright's `status.nodeState` mirror (only those touched).
@@ -152,6 +155,16 @@ impl Work {
             return self.release_cordon(nw, node);
         }
         self.release_on_write
+            .entry(node_name(node))
+            .or_default()
+            .insert(nw.to_string());
+    }
+
+    /// Invariant 16.6 for a write that cordons: the snapshot may lag behind this NodeWright's own
+    /// `complete` write, so the node's patch carries the working status even where the snapshot
+    /// shows it, and the fresh read cannot keep `complete` beside the cordon.
+    pub fn status_on_write(&mut self, nw: &str, node: &Node) {
+        self.status_on_write
             .entry(node_name(node))
             .or_default()
             .insert(nw.to_string());
@@ -428,6 +441,15 @@ pub fn node_patch(
     }
     patch.annotations = work.annotations.get(&name).cloned().unwrap_or_default();
     patch.labels = work.labels.get(&name).cloned().unwrap_or_default();
+    for nw in work.status_on_write.get(&name).into_iter().flatten() {
+        let key = keys::node_status(nw);
+        let status = Some(work.node_status(node, nw).as_str().to_string());
+        patch
+            .annotations
+            .entry(key.clone())
+            .or_insert(status.clone());
+        patch.labels.entry(key).or_insert(status);
+    }
     patch.unschedulable = work.unschedulable.get(&name).copied();
     patch.taints_add = work.taints_add.get(&name).cloned().unwrap_or_default();
     patch.taints_remove = work.taints_remove.get(&name).cloned().unwrap_or_default();

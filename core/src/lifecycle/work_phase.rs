@@ -133,6 +133,9 @@ fn pre_selection(ctx: &mut Ctx, v: &NwView) -> PreSelection {
         };
         let mut new_doc = doc.clone();
         for entry in doc.0.values() {
+            if ctx.outcome_touched(v, node, &entry.name) {
+                continue; // 16.11: the outcome's write lands first
+            }
             let Some(pkg) = v.packages.get(&entry.name) else {
                 if tracked.contains_key(&entry.name) {
                     clear_updates.insert(entry.name.clone()); // §7.8.3: entry kept (T19)
@@ -205,6 +208,9 @@ fn uninstall_requests(ctx: &mut Ctx, v: &NwView) -> BTreeMap<String, Vec<String>
             let Some(entry) = super::predicates::entry_of(&doc, &pkg.name, &pkg.version) else {
                 continue;
             };
+            if ctx.outcome_touched(v, node, &pkg.name) {
+                continue; // 16.11: the outcome's write lands first
+            }
             if !uninstall_requested(pkg, v.deleting) && !in_cycle(&doc, pkg) {
                 continue;
             }
@@ -289,7 +295,7 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
         let Some(pkg) = v.packages.get(&name) else {
             continue;
         };
-        if cycle_ended(ctx, v, node, pkg) {
+        if cycle_ended(ctx, v, node, pkg) || ctx.rests_on_outcome(v, node, pkg) {
             ctx.requeue = true;
             continue;
         }
@@ -536,6 +542,9 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         if ctx.work.node_status(node, &v.name) == Status::Complete {
             ctx.work.set_node_status(node, &v.name, Status::InProgress);
         }
+        // The snapshot may not show `complete` written by an earlier pass (a lagging cache):
+        // the cordoning write carries the working status whatever the snapshot shows.
+        ctx.work.status_on_write(&v.name, node);
         return false;
     }
     let pods = ctx.pods_by_node.get(node_name).cloned().unwrap_or_default();

@@ -87,7 +87,9 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
         let mut cursor =
             PackageCursor::new(v.packages.keys().map(String::as_str).zip(0..).collect());
         for i in 0..v.nodes.len() {
-            let Some(doc) = ctx.doc_at(v, i) else { continue };
+            let Some(doc) = ctx.doc_at(v, i) else {
+                continue;
+            };
             for e in doc.0.values() {
                 let Some(j) = cursor.get(&e.name) else {
                     continue;
@@ -96,7 +98,11 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
                     continue;
                 }
                 let slot = &mut per_pkg[slot_of[j]];
-                bump(&mut slot.states, State::ALL, &e.state.unwrap_or(State::Unknown));
+                bump(
+                    &mut slot.states,
+                    State::ALL,
+                    &e.state.unwrap_or(State::Unknown),
+                );
                 bump(&mut slot.stages, Stage::ALL, &e.stage);
                 slot.restarts += i64::from(e.restarts);
             }

@@ -231,7 +231,8 @@ pub fn walk_get<'m, V>(
     name: &str,
 ) -> Option<&'m V> {
     while it.next_if(|(k, _)| k.as_str() < name).is_some() {}
-    it.next_if(|(k, _)| k.as_str() == name).map(|(_, value)| value)
+    it.next_if(|(k, _)| k.as_str() == name)
+        .map(|(_, value)| value)
 }
 
 /// True for `"true"` annotations (pause, disable).

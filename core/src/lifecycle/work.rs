@@ -151,7 +151,10 @@ impl Work {
     /// cache may lag behind this NodeWright's own cordon write, so the node patch asks for the
     /// release on its fresh read (invariant 16.6: complete and cordoned are never written together).
     pub fn release_cordon_on_write(&mut self, nw: &str, node: &Node) {
-        if self.annotation(node, &Self::cordon_key(&self.keys, nw)).is_some() {
+        if self
+            .annotation(node, &Self::cordon_key(&self.keys, nw))
+            .is_some()
+        {
             return self.release_cordon(nw, node);
         }
         self.release_on_write

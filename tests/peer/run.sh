@@ -12,6 +12,9 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NODES=${1:?usage: tests/peer/run.sh NODES PACKAGES [SRC_DIR]}; PACKAGES=${2:?usage: tests/peer/run.sh NODES PACKAGES [SRC_DIR]}
+# The cluster tests/scale/run.sh starts (and keeps between the runs) lives here; down.sh below
+# must stop that one.
+export NODEWRIGHT_RUN=${NODEWRIGHT_RUN:-/tmp/nodewright-scale}
 export SCALE_GO_SRC=${3:-${SCALE_GO_SRC:-$HOME/.cache/nodewright/src/nodewright-go-v0.15.0}}
 "$ROOT/tests/peer/build.sh" "$SCALE_GO_SRC" >/dev/null
 first=1

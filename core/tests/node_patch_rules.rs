@@ -317,21 +317,24 @@ fn r13_1_apply_to_leaves_the_node_as_the_merge_patch_would() {
     assert_eq!(spec.taints.map(|t| t.len()), Some(2));
 }
 
+/// An unschedulable node holding NodeWright `nw`'s cordon annotation and the annotations `others`.
+fn cordoned_by(nw: &str, others: &[&str]) -> Node {
+    let mut list = vec![(keys::cordon(nw), "true".to_string())];
+    list.extend(others.iter().map(|k| (k.to_string(), "true".to_string())));
+    let mut n = node(&list);
+    n.spec = Some(NodeSpec {
+        unschedulable: Some(true),
+        ..NodeSpec::default()
+    });
+    n
+}
+
 /// §8.7 on the fresh read (explore seeds 898, 3322, 8800): the pass marked the node complete on
 /// a snapshot that did not yet show this NodeWright's cordon; the patch releases it on the fresh
 /// read, making the node schedulable only when no other cordon remains.
 #[test]
 fn inv16_6_b7_release_on_write_removes_a_cordon_the_snapshot_missed() {
-    let cordoned = |others: &[&str]| {
-        let mut list = vec![(keys::cordon("demo"), "true".to_string())];
-        list.extend(others.iter().map(|k| (k.to_string(), "true".to_string())));
-        let mut n = node(&list);
-        n.spec = Some(NodeSpec {
-            unschedulable: Some(true),
-            ..NodeSpec::default()
-        });
-        n
-    };
+    let cordoned = |others: &[&str]| cordoned_by("demo", others);
     let mut p = patch(true, vec![]);
     p.annotations
         .insert(keys::node_status("demo"), Some("complete".into()));
@@ -373,16 +376,7 @@ fn inv16_6_b7_release_on_write_removes_a_cordon_the_snapshot_missed() {
 /// shows it, so the node stays unschedulable and only our annotation goes.
 #[test]
 fn inv16_5_b7_uncordon_is_held_by_a_cordon_written_after_the_snapshot() {
-    let fresh = |others: &[&str]| {
-        let mut list = vec![(keys::cordon("mine"), "true".to_string())];
-        list.extend(others.iter().map(|k| (k.to_string(), "true".to_string())));
-        let mut n = node(&list);
-        n.spec = Some(NodeSpec {
-            unschedulable: Some(true),
-            ..NodeSpec::default()
-        });
-        n
-    };
+    let fresh = |others: &[&str]| cordoned_by("mine", others);
     let mut p = patch(true, vec![]);
     p.annotations.insert(keys::cordon("mine"), None);
     p.unschedulable = Some(false);

@@ -7,7 +7,7 @@ use nodewright_crds::{NodeState, Package, Stage, State, Status, keys};
 
 use super::ctx::Ctx;
 use super::dag::Dag;
-use super::done::{Blocker, pod_name};
+use super::done::Blocker;
 use super::interrupts::{DrainAction, Merged, classify, merge};
 use super::ordering::node_ready;
 use super::predicates::{
@@ -551,18 +551,7 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
     if let Some(selector) = v.nw.spec.pod_non_interrupt_labels.as_ref()
         && !nodewright_crds::selector::is_empty(selector)
     {
-        let blocking: Vec<String> = pods
-            .iter()
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                matches!(phase, Some("Running") | Some("Pending"))
-                    && nodewright_crds::selector::matches(
-                        selector,
-                        p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                    )
-            })
-            .map(|p| pod_name(p))
-            .collect();
+        let blocking = ctx.running_pods_selected(node_name, selector);
         if !blocking.is_empty() {
             if ctx
                 .done

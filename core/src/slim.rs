@@ -203,6 +203,71 @@ impl From<Pod> for SlimPod {
     }
 }
 
+impl From<&SlimJob> for Job {
+    /// The typed Job with what the record keeps (tools that hand records to typed APIs).
+    fn from(job: &SlimJob) -> Self {
+        use k8s_openapi::api::batch::v1::JobSpec;
+        use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+        Job {
+            metadata: job.metadata.clone(),
+            spec: job.spec.as_ref().map(|spec| JobSpec {
+                suspend: spec.suspend,
+                active_deadline_seconds: spec.active_deadline_seconds,
+                template: PodTemplateSpec {
+                    metadata: spec.template.metadata.as_deref().cloned(),
+                    spec: spec.template.spec.as_ref().map(|pod| PodSpec {
+                        node_name: pod.node_name.clone(),
+                        active_deadline_seconds: pod.active_deadline_seconds,
+                        init_containers: pod.init_containers.clone(),
+                        ..PodSpec::default()
+                    }),
+                },
+                ..JobSpec::default()
+            }),
+            status: job.status.clone(),
+        }
+    }
+}
+
+impl From<&SlimContainerStatus> for ContainerStatus {
+    fn from(c: &SlimContainerStatus) -> Self {
+        ContainerStatus {
+            name: c.name.clone(),
+            restart_count: c.restart_count,
+            state: c.state.clone(),
+            ..ContainerStatus::default()
+        }
+    }
+}
+
+impl From<&SlimPod> for Pod {
+    /// The typed pod with what the record keeps (tools that hand records to typed APIs).
+    fn from(pod: &SlimPod) -> Self {
+        use k8s_openapi::api::core::v1::PodSpec;
+        let typed = |v: &Option<Vec<SlimContainerStatus>>| {
+            v.as_ref()
+                .map(|v| v.iter().map(ContainerStatus::from).collect())
+        };
+        Pod {
+            metadata: pod.metadata.clone(),
+            spec: pod.spec.as_ref().map(|s| PodSpec {
+                node_name: s.node_name.clone(),
+                ..PodSpec::default()
+            }),
+            status: pod.status.as_ref().map(|s| PodStatus {
+                phase: s.phase.clone(),
+                reason: s.reason.clone(),
+                message: s.message.clone(),
+                start_time: s.start_time.clone(),
+                conditions: s.conditions.clone(),
+                container_statuses: typed(&s.container_statuses),
+                init_container_statuses: typed(&s.init_container_statuses),
+                ..PodStatus::default()
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -636,12 +636,16 @@ mod snapshot_tests {
         let idle = json!({"metadata": {"name": "c"}});
         let exec_labels = json!({keys::LABEL_NAME: "nw", keys::PACKAGE: "p-1"});
         let (nodes, _w1) = filled::<Node>(vec![touched, cordoned, idle]);
-        let (pods, _w2) = filled::<Pod>(vec![
+        let (pods, mut w2) = reflector::store::<CachedPod>();
+        for p in [
             pod("w", "on-a", "1", "a", json!({})),
             pod("w", "on-b", "2", "b", json!({})),
             pod("w", "on-c", "3", "c", json!({})),
             pod("nodewright", "exec", "4", "a", exec_labels.clone()),
-        ]);
+        ] {
+            let p: Pod = serde_json::from_value(p).unwrap_or_default();
+            w2.apply_watcher_event(&Event::Apply(CachedPod::new(p, "nodewright")));
+        }
         let (config_maps, _w4) = filled::<ConfigMap>(vec![
             json!({"metadata": {"namespace": "nodewright", "name": "x", "labels": {keys::LABEL_NAME: "nw"}}}),
             json!({"metadata": {"namespace": "nodewright", "name": "m", "labels": {keys::NODE_META: "nw"}}}),

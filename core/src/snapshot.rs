@@ -47,8 +47,5 @@ pub struct ClusterInfo {
 /// Wraps owned objects for a [`Snapshot`] field (tests, fixtures and tools that build snapshots
 /// from owned objects); typed Jobs and pods become their compact records.
 pub fn shared<T, U: From<T>>(objects: impl IntoIterator<Item = T>) -> Vec<Arc<U>> {
-    objects
-        .into_iter()
-        .map(|o| Arc::new(U::from(o)))
-        .collect()
+    objects.into_iter().map(|o| Arc::new(U::from(o))).collect()
 }

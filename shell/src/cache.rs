@@ -15,10 +15,10 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::watcher;
 use kube::runtime::watcher::{self, Event};
@@ -524,8 +524,7 @@ pub fn assemble(
             }
             CachedPod::Workload(p) => p,
         };
-        if p
-            .spec
+        if p.spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| touched.contains(n))

@@ -1,7 +1,7 @@
 //! Job and pod classification (03-executor.md §3.9, §6.1–6.2; 04-jobs-rules.md §4.2–4.3).
 
-use jiff::Timestamp;
 use crate::slim::{SlimContainerStatus, SlimJob, SlimPod};
+use jiff::Timestamp;
 
 /// The lifecycle state of a Job as read from its conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]

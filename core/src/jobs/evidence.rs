@@ -18,8 +18,8 @@ use super::outcome::{
     node_ref, node_status, nodewright_ref, open_at_stage, prune_archives,
 };
 use crate::Options;
-use crate::slim::SlimPod;
 use crate::effect::Effect;
+use crate::slim::SlimPod;
 
 /// The newest child pod that is not terminating (the live attempt), if any.
 fn live_pod<'p>(job: &ExecutorJob<'p>) -> Option<&'p SlimPod> {

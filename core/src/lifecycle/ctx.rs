@@ -113,13 +113,19 @@ impl<'a> Ctx<'a> {
         let executor = self.executor_pods_by_node.get(node).into_iter().flatten();
         let mut metas: Vec<&'a ObjectMeta> = workload
             .filter(|p| {
-                selected(&p.metadata, p.status.as_ref().and_then(|s| s.phase.as_deref()))
+                selected(
+                    &p.metadata,
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                )
             })
             .map(|p| &p.metadata)
             .chain(
                 executor
                     .filter(|p| {
-                        selected(&p.metadata, p.status.as_ref().and_then(|s| s.phase.as_deref()))
+                        selected(
+                            &p.metadata,
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        )
                     })
                     .map(|p| &p.metadata),
             )

@@ -218,9 +218,9 @@ fn slim_container_status(c: ContainerStatus) -> ContainerStatus {
 pub(super) mod tests {
     use super::*;
     use nodewright_core::jobs::classify as c;
-    use nodewright_core::{SlimJob, SlimPod};
     use nodewright_core::jobs::{create, matching};
     use nodewright_core::lifecycle::interrupts;
+    use nodewright_core::{SlimJob, SlimPod};
     use serde_json::{Value, json};
 
     /// A full executor Job as listed (the fixtures are shared with the wire decoding tests).
@@ -569,7 +569,9 @@ pub(super) mod tests {
             .collect();
         assert_eq!(names, ["interrupt", "b", "c"]);
         assert_eq!(
-            c::waiting_since(&p.into()).map(|t| t.to_string()).as_deref(),
+            c::waiting_since(&p.into())
+                .map(|t| t.to_string())
+                .as_deref(),
             Some("2026-01-01T00:00:03Z")
         );
     }

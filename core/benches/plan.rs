@@ -248,7 +248,7 @@ fn settle(snapshot: &mut Snapshot, passes: usize) {
                     let mut job = *job;
                     job.metadata.uid = job.metadata.name.clone();
                     job.metadata.namespace = Some(options.namespace.clone());
-                    snapshot.jobs.push(job.into());
+                    snapshot.jobs.push(std::sync::Arc::new(job.into()));
                 }
                 nodewright_core::Effect::PatchNode(patch) => {
                     let Some(&i) = index.get(&patch.node) else {

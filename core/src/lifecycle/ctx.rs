@@ -22,8 +22,9 @@ pub struct Ctx<'a> {
     pub now: Timestamp,
     /// All nodes by name.
     pub nodes: BTreeMap<&'a str, &'a Node>,
-    /// Pods by node name (workload and executor pods).
-    pub pods_by_node: BTreeMap<String, Vec<&'a Pod>>,
+    /// Pods by node name (workload and executor pods), built when first asked for (a pass
+    /// that gates no interrupt never reads it; see [`Ctx::pods_on`]).
+    pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a Pod>>>,
     /// The executor index.
     pub index: ExecutorIndex<'a>,
     /// The working copy of decisions.
@@ -55,30 +56,12 @@ impl<'a> Ctx<'a> {
             .iter()
             .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
-        let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
-        for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                pods_by_node.entry(node).or_default().push(pod);
-            }
-        }
-        for pods in pods_by_node.values_mut() {
-            pods.sort_by(|a, b| {
-                (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
-                    &b.metadata.namespace,
-                    &b.metadata.name,
-                    &b.metadata.uid,
-                ))
-            });
-            pods.dedup_by(|a, b| {
-                a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name
-            });
-        }
         Ctx {
             snap,
             opts,
             now,
             nodes,
-            pods_by_node,
+            pods_by_node: std::cell::OnceCell::new(),
             index: ExecutorIndex::build(snap, opts),
             work: Work::default(),
             requeue: false,
@@ -90,6 +73,13 @@ impl<'a> Ctx<'a> {
             drain_blockers: Blockers::new(),
             invalid: Vec::new(),
         }
+    }
+
+    /// The pods on node `node` (workload and executor pods), sorted by (namespace, name, uid),
+    /// duplicates dropped.
+    pub fn pods_on(&self, node: &str) -> &[&'a Pod] {
+        let by_node = self.pods_by_node.get_or_init(|| pods_by_node(self.snap));
+        by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// The node named `name`.
@@ -218,6 +208,30 @@ impl<'a> Ctx<'a> {
     pub fn status_mut(&mut self, v: &NwView) -> &mut NodeWrightStatus {
         self.work.status_mut(&v.name, &v.status)
     }
+}
+
+/// The snapshot's workload and executor pods by node name, each node's sorted by (namespace,
+/// name, uid), duplicates dropped.
+fn pods_by_node(snap: &Snapshot) -> BTreeMap<&str, Vec<&Pod>> {
+    let mut pods_by_node: BTreeMap<&str, Vec<&Pod>> = BTreeMap::new();
+    for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {
+        if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+            pods_by_node.entry(node).or_default().push(pod);
+        }
+    }
+    for pods in pods_by_node.values_mut() {
+        pods.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
+                &b.metadata.namespace,
+                &b.metadata.name,
+                &b.metadata.uid,
+            ))
+        });
+        pods.dedup_by(|a, b| {
+            a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name
+        });
+    }
+    pods_by_node
 }
 
 fn nodewright_crds_complete(

@@ -24,11 +24,12 @@ pub struct Ctx<'a> {
     pub now: Timestamp,
     /// All nodes by name.
     pub nodes: BTreeMap<&'a str, &'a Node>,
-    /// Workload pods by node name, sorted by (namespace, name, uid).
-    pub pods_by_node: BTreeMap<String, Vec<&'a Pod>>,
-    /// Executor pods (D16) by node name, sorted by (namespace, name, uid). Drain ignores them
-    /// (§8.3); only the non-interrupt selector reads them ([`Ctx::running_pods_selected`]).
-    pub executor_pods_by_node: BTreeMap<String, Vec<&'a SlimPod>>,
+    /// Workload pods by node name, built when first asked for (a pass that gates no interrupt
+    /// never reads it; see [`Ctx::pods_on`]).
+    pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a Pod>>>,
+    /// Executor pods (D16) by node name, built when first asked for. Drain ignores them (§8.3);
+    /// only the non-interrupt selector reads them ([`Ctx::running_pods_selected`]).
+    executor_pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a SlimPod>>>,
     /// The executor index.
     pub index: ExecutorIndex<'a>,
     /// The working copy of decisions.
@@ -60,31 +61,13 @@ impl<'a> Ctx<'a> {
             .iter()
             .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
-        let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
-        for pod in &snap.workload_pods {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                pods_by_node.entry(node).or_default().push(pod);
-            }
-        }
-        let mut executor_pods_by_node: BTreeMap<String, Vec<&'a SlimPod>> = BTreeMap::new();
-        for pod in &snap.executor_pods {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                executor_pods_by_node.entry(node).or_default().push(pod);
-            }
-        }
-        for pods in pods_by_node.values_mut() {
-            sort_dedup(pods, |p| &p.metadata);
-        }
-        for pods in executor_pods_by_node.values_mut() {
-            sort_dedup(pods, |p| &p.metadata);
-        }
         Ctx {
             snap,
             opts,
             now,
             nodes,
-            pods_by_node,
-            executor_pods_by_node,
+            pods_by_node: std::cell::OnceCell::new(),
+            executor_pods_by_node: std::cell::OnceCell::new(),
             index: ExecutorIndex::build(snap, opts),
             work: Work::default(),
             requeue: false,
@@ -109,9 +92,20 @@ impl<'a> Ctx<'a> {
                     meta.labels.as_ref().unwrap_or(&empty),
                 )
         };
-        let workload = self.pods_by_node.get(node).into_iter().flatten();
-        let executor = self.executor_pods_by_node.get(node).into_iter().flatten();
-        let mut metas: Vec<&'a ObjectMeta> = workload
+        let executor = self
+            .executor_pods_by_node
+            .get_or_init(|| {
+                by_node(
+                    &self.snap.executor_pods,
+                    |p| p.spec.as_ref()?.node_name.as_deref(),
+                    |p| &p.metadata,
+                )
+            })
+            .get(node)
+            .map_or(&[][..], Vec::as_slice);
+        let mut metas: Vec<&'a ObjectMeta> = self
+            .pods_on(node)
+            .iter()
             .filter(|p| {
                 selected(
                     &p.metadata,
@@ -121,6 +115,7 @@ impl<'a> Ctx<'a> {
             .map(|p| &p.metadata)
             .chain(
                 executor
+                    .iter()
                     .filter(|p| {
                         selected(
                             &p.metadata,
@@ -141,6 +136,19 @@ impl<'a> Ctx<'a> {
                 )
             })
             .collect()
+    }
+
+    /// The workload pods on node `node`, sorted by (namespace, name, uid), duplicates dropped
+    /// (executor pods are not drained, §8.3).
+    pub fn pods_on(&self, node: &str) -> &[&'a Pod] {
+        let by_node = self.pods_by_node.get_or_init(|| {
+            by_node(
+                &self.snap.workload_pods,
+                |p| p.spec.as_ref()?.node_name.as_deref(),
+                |p| &p.metadata,
+            )
+        });
+        by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// The node named `name`.
@@ -269,6 +277,27 @@ impl<'a> Ctx<'a> {
     pub fn status_mut(&mut self, v: &NwView) -> &mut NodeWrightStatus {
         self.work.status_mut(&v.name, &v.status)
     }
+}
+
+/// The snapshot's workload and executor pods by node name, each node's sorted by (namespace,
+/// name, uid), duplicates dropped.
+/// `objects` by the node `node` names, each list sorted by (namespace, name, uid), duplicates
+/// dropped.
+fn by_node<'a, T>(
+    objects: &'a [std::sync::Arc<T>],
+    node: impl Fn(&'a T) -> Option<&'a str>,
+    meta: impl Fn(&T) -> &ObjectMeta,
+) -> BTreeMap<&'a str, Vec<&'a T>> {
+    let mut by_node: BTreeMap<&'a str, Vec<&'a T>> = BTreeMap::new();
+    for object in objects {
+        if let Some(name) = node(object) {
+            by_node.entry(name).or_default().push(object);
+        }
+    }
+    for list in by_node.values_mut() {
+        sort_dedup(list, |o| meta(o));
+    }
+    by_node
 }
 
 fn nodewright_crds_complete(

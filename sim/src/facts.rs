@@ -16,39 +16,29 @@ pub trait JobLike {
     fn template_node(&self) -> Option<&str>;
 }
 
-impl JobLike for Job {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+// One body for both forms: the record keeps the Job's field paths.
+macro_rules! joblike_impls {
+    ($($t:ty),+) => {$(
+        impl JobLike for $t {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
 
-    fn job_status(&self) -> Option<&JobStatus> {
-        self.status.as_ref()
-    }
+            fn job_status(&self) -> Option<&JobStatus> {
+                self.status.as_ref()
+            }
 
-    fn template_node(&self) -> Option<&str> {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|s| s.node_name.as_deref())
-    }
+            fn template_node(&self) -> Option<&str> {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|s| s.node_name.as_deref())
+            }
+        }
+    )+};
 }
 
-impl JobLike for SlimJob {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn job_status(&self) -> Option<&JobStatus> {
-        self.status.as_ref()
-    }
-
-    fn template_node(&self) -> Option<&str> {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|s| s.node_name.as_deref())
-    }
-}
+joblike_impls!(Job, SlimJob);
 
 macro_rules! job_like_through {
     ($($pointer:ty),*) => {$(

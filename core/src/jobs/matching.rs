@@ -31,53 +31,36 @@ pub trait JobParts {
     fn init_containers(&self) -> &[Container];
 }
 
-impl JobParts for Job {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
+// One body for both forms: the record keeps the Job's field paths.
+macro_rules! jobparts_impls {
+    ($($t:ty),+) => {$(
+        impl JobParts for $t {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
 
-    fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
-        let spec = self.spec.as_ref()?;
-        let template = spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.active_deadline_seconds);
-        Some((spec.active_deadline_seconds, template))
-    }
+            fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
+                let spec = self.spec.as_ref()?;
+                let template = spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.active_deadline_seconds);
+                Some((spec.active_deadline_seconds, template))
+            }
 
-    fn init_containers(&self) -> &[Container] {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|s| s.init_containers.as_deref())
-            .unwrap_or_default()
-    }
+            fn init_containers(&self) -> &[Container] {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|s| s.init_containers.as_deref())
+                    .unwrap_or_default()
+            }
+        }
+    )+};
 }
 
-impl JobParts for SlimJob {
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
-        let spec = self.spec.as_ref()?;
-        let template = spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|s| s.active_deadline_seconds);
-        Some((spec.active_deadline_seconds, template))
-    }
-
-    fn init_containers(&self) -> &[Container] {
-        self.spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|s| s.init_containers.as_deref())
-            .unwrap_or_default()
-    }
-}
+jobparts_impls!(Job, SlimJob);
 
 fn annotation<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
     job.meta()

@@ -347,12 +347,38 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
     let mut snapshot = cluster_with(nodes, packages, false);
     retain_finished_executors(&mut snapshot);
     settle(&mut snapshot, 12);
+    let options = Options::default();
     let mut cache = NodeStateCache::new();
     cache.update(&snapshot.nodes);
-    let options = Options::default();
+    cache.update_executors(&snapshot, &options);
     let now = "2026-01-01T00:00:00Z".parse().unwrap();
     // The fixture is converged: the pass finds nothing to write.
     let plan = reconcile_with(&snapshot, &options, now, &cache);
     assert!(plan.effects.is_empty(), "not converged: {:?}", plan.effects);
-    bencher.bench(|| reconcile_with(divan::black_box(&snapshot), &options, now, &cache));
+    // As the operator: the executor index is checked against the snapshot (kept: nothing
+    // changed) before every pass.
+    bencher.bench_local(|| {
+        cache.update_executors(divan::black_box(&snapshot), &options);
+        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
+    });
+}
+
+/// The converged pass right after one retained Job changed (a new record, as a watch event
+/// makes): the executor index is built again before the pass.
+#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
+fn plan_converged_pass_job_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let mut snapshot = cluster_with(nodes, packages, false);
+    retain_finished_executors(&mut snapshot);
+    settle(&mut snapshot, 12);
+    let options = Options::default();
+    let mut cache = NodeStateCache::new();
+    cache.update(&snapshot.nodes);
+    cache.update_executors(&snapshot, &options);
+    let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    bencher.bench_local(|| {
+        // Replace the first Job's record by an equal copy: the cache no longer answers.
+        snapshot.jobs[0] = std::sync::Arc::new((*snapshot.jobs[0]).clone());
+        cache.update_executors(divan::black_box(&snapshot), &options);
+        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
+    });
 }

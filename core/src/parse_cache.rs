@@ -14,6 +14,9 @@ use indexmap::IndexMap;
 use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::{NodeState, NodeStateError};
 
+use crate::jobs::{ExecutorCache, ExecutorIndex};
+use crate::{Options, Snapshot};
+
 /// One parsed annotation: the exact text and the document parsed from it.
 #[derive(Clone, Debug)]
 struct Parsed {
@@ -25,6 +28,8 @@ struct Parsed {
 #[derive(Clone, Debug, Default)]
 pub struct NodeStateCache {
     docs: BTreeMap<String, BTreeMap<String, Parsed>>,
+    /// The executor index of the last snapshot given to [`NodeStateCache::update_executors`].
+    executors: ExecutorCache,
 }
 
 impl NodeStateCache {
@@ -68,6 +73,22 @@ impl NodeStateCache {
             }
         }
         self.docs = docs;
+    }
+
+    /// Brings the cached executor index up to date with `snapshot` (see [`ExecutorCache`]): kept
+    /// when the snapshot holds the very same Job and pod records as last time, built again
+    /// otherwise. A pass over a snapshot the index does not answer for builds its own.
+    pub fn update_executors(&mut self, snapshot: &Snapshot, options: &Options) {
+        self.executors.update(snapshot, options);
+    }
+
+    /// The cached executor index when it is `snapshot`'s under `options`.
+    pub(crate) fn executor_index(
+        &self,
+        snapshot: &Snapshot,
+        options: &Options,
+    ) -> Option<&ExecutorIndex> {
+        self.executors.get(snapshot, options)
     }
 
     /// Number of cached documents.

@@ -195,6 +195,7 @@ impl Runner {
             // the snapshot and only reuses entries whose text still matches, so it is safe.
             let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
             parsed.update(&snapshot.nodes);
+            parsed.update_executors(&snapshot, &self.options);
             nodewright_core::reconcile_with(&snapshot, &self.options, now, &parsed)
         };
         let planned = started.elapsed();

@@ -39,6 +39,7 @@ pub fn real_core() -> ReconcileFn {
             // A poisoned lock means a panicking pass; `update` rebuilds the memo from the snapshot.
             let mut memo = memo.lock().unwrap_or_else(|p| p.into_inner());
             memo.update(&snapshot.nodes);
+            memo.update_executors(snapshot, options);
             nodewright_core::reconcile_with(snapshot, options, now, &memo)
         },
     )

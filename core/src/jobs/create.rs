@@ -122,7 +122,7 @@ pub fn existing_name_decision(
     expected: &Job,
     entry: Option<&PackageStatus>,
 ) -> CreateDecision {
-    let matches = executor_matches(existing.job, expected);
+    let matches = executor_matches(&existing.job, expected);
     match &existing.state {
         JobState::Unfinished { .. } if matches => CreateDecision::Wait(WaitReason::AlreadyRunning),
         JobState::Unfinished { .. } => {
@@ -131,7 +131,7 @@ pub fn existing_name_decision(
         _ if !existing.processed => CreateDecision::Wait(WaitReason::UnrecordedOutcome),
         JobState::Failed { .. }
             if matches
-                && job_deadline(existing.job) == job_deadline(expected)
+                && job_deadline(&*existing.job) == job_deadline(expected)
                 && entry.is_some_and(|e| {
                     Some(e.stage) == existing.stage && e.state == Some(State::Erroring)
                 }) =>

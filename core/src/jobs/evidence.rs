@@ -22,12 +22,12 @@ use crate::effect::Effect;
 use crate::slim::SlimPod;
 
 /// The newest child pod that is not terminating (the live attempt), if any.
-fn live_pod<'p>(job: &ExecutorJob<'p>) -> Option<&'p SlimPod> {
+fn live_pod(job: &ExecutorJob) -> Option<&SlimPod> {
     job.pods
         .iter()
         .rev()
         .find(|p| !classify::is_terminating(p) && !classify::has_disruption_target(p))
-        .copied()
+        .map(|p| &**p)
 }
 
 fn since(now: Timestamp, then: Timestamp) -> Duration {
@@ -62,7 +62,7 @@ pub(super) fn active(
             let restarts = if job.interrupt {
                 Some(classify::init_restart_count(pod, "interrupt"))
             } else {
-                Some(classify::failed_attempts(job.job))
+                Some(classify::failed_attempts(&job.job))
             };
             if open {
                 state_kind = Some(OutcomeKind::AttemptFailed {
@@ -94,7 +94,7 @@ pub(super) fn active(
                 });
             if pull_expired && open {
                 state_kind = Some(OutcomeKind::AttemptFailed {
-                    restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),
+                    restarts: (!job.interrupt).then(|| classify::failed_attempts(&job.job)),
                     evidence: Evidence {
                         pod: pod_name.clone(),
                         container,
@@ -107,7 +107,7 @@ pub(super) fn active(
                 job_only.extend(last_failure(job, value));
             }
         } else if classify::never_started(pod) {
-            let deadline = job_deadline(job.job);
+            let deadline = job_deadline(&*job.job);
             if deadline > 0 {
                 let limit = Duration::from_secs(deadline.unsigned_abs());
                 if let Some(created) = pod.metadata.creation_timestamp.as_ref() {
@@ -138,7 +138,7 @@ pub(super) fn active(
             if open && !recorded {
                 state_kind = Some(OutcomeKind::TerminalFailed {
                     reason: "FailureTarget".to_string(),
-                    restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),
+                    restarts: (!job.interrupt).then(|| classify::failed_attempts(&job.job)),
                 });
             }
         } else {
@@ -146,7 +146,7 @@ pub(super) fn active(
         }
     }
     if state_kind.is_none() && open && !job.interrupt {
-        let failed = classify::failed_attempts(job.job);
+        let failed = classify::failed_attempts(&job.job);
         if entry.is_some_and(|e| e.restarts != failed) {
             state_kind = Some(OutcomeKind::Restarts { restarts: failed });
         }

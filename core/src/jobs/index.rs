@@ -20,9 +20,9 @@ pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 
 /// One executor Job of the snapshot, read once.
 #[derive(Clone, Debug)]
-pub struct ExecutorJob<'a> {
-    /// The Job object.
-    pub job: &'a SlimJob,
+pub struct ExecutorJob {
+    /// The Job object (shared with the snapshot).
+    pub job: Arc<SlimJob>,
     /// `metadata.name`.
     pub name: String,
     /// `metadata.uid`.
@@ -48,10 +48,10 @@ pub struct ExecutorJob<'a> {
     /// The Job has a deletion timestamp (still unfinished, 04 rule 2.2).
     pub terminating: bool,
     /// Child pods (by controller uid), sorted by creation timestamp then name.
-    pub pods: Vec<&'a SlimPod>,
+    pub pods: Vec<Arc<SlimPod>>,
 }
 
-impl ExecutorJob<'_> {
+impl ExecutorJob {
     /// True when the Job is neither `Complete` nor `Failed`.
     pub fn is_unfinished(&self) -> bool {
         !self.state.is_finished()
@@ -100,8 +100,8 @@ impl ExecutorJob<'_> {
 
 /// All executor Jobs of a snapshot, indexed for the lifecycle's gates and the Jobs rules.
 #[derive(Clone, Debug, Default)]
-pub struct ExecutorIndex<'a> {
-    jobs: Vec<ExecutorJob<'a>>,
+pub struct ExecutorIndex {
+    jobs: Vec<ExecutorJob>,
     by_nodewright: BTreeMap<String, Vec<usize>>,
     by_node: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
     busy_nodes: BTreeSet<String>,
@@ -111,7 +111,7 @@ fn label<'a>(object_labels: Option<&'a BTreeMap<String, String>>, key: &str) -> 
     object_labels.and_then(|l| l.get(key)).map(String::as_str)
 }
 
-fn sort_pods(pods: &mut [&SlimPod]) {
+fn sort_pods(pods: &mut [Arc<SlimPod>]) {
     pods.sort_by(|a, b| {
         let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -120,13 +120,13 @@ fn sort_pods(pods: &mut [&SlimPod]) {
     });
 }
 
-impl<'a> ExecutorIndex<'a> {
+impl ExecutorIndex {
     /// Indexes the snapshot's Jobs (those with a `<P>/name` label in the operator namespace) and
     /// executor pods (operator namespace, both `<P>/name` and `<P>/package` labels, D16).
-    pub fn build(snapshot: &'a Snapshot, options: &Options) -> Self {
+    pub fn build(snapshot: &Snapshot, options: &Options) -> Self {
         let in_namespace =
             |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
-        let mut children: BTreeMap<&str, Vec<&'a SlimPod>> = BTreeMap::new();
+        let mut children: BTreeMap<&str, Vec<&Arc<SlimPod>>> = BTreeMap::new();
         for pod in &snapshot.executor_pods {
             let labels = pod.metadata.labels.as_ref();
             if !in_namespace(&pod.metadata.namespace)
@@ -140,12 +140,11 @@ impl<'a> ExecutorIndex<'a> {
             }
         }
         // Package annotations repeat across nodes: parse each distinct text once.
-        let mut parsed: IndexMap<&'a str, Option<Arc<PackageAnnotation>>> = IndexMap::new();
+        let mut parsed: IndexMap<&str, Option<Arc<PackageAnnotation>>> = IndexMap::new();
         // Sort references, not the (large) read records.
-        let mut sorted: Vec<&'a SlimJob> = snapshot
+        let mut sorted: Vec<&Arc<SlimJob>> = snapshot
             .jobs
             .iter()
-            .map(|j| &**j)
             .filter(|j| in_namespace(&j.metadata.namespace))
             .collect();
         sorted.sort_by(|a, b| {
@@ -154,7 +153,7 @@ impl<'a> ExecutorIndex<'a> {
                 .cmp(&b.metadata.name)
                 .then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
         });
-        let jobs: Vec<ExecutorJob<'a>> = sorted
+        let jobs: Vec<ExecutorJob> = sorted
             .into_iter()
             .filter_map(|job| read_job(job, &children, &mut parsed))
             .collect();
@@ -187,19 +186,19 @@ impl<'a> ExecutorIndex<'a> {
     }
 
     /// Every indexed Job, sorted by name.
-    pub fn all(&self) -> &[ExecutorJob<'a>] {
+    pub fn all(&self) -> &[ExecutorJob] {
         &self.jobs
     }
 
     /// The Job with this name, if the snapshot has it.
-    pub fn by_name(&self, name: &str) -> Option<&ExecutorJob<'a>> {
+    pub fn by_name(&self, name: &str) -> Option<&ExecutorJob> {
         // `jobs` is sorted by name (then uid): binary search for the first of that name.
         let i = self.jobs.partition_point(|j| j.name.as_str() < name);
         self.jobs.get(i).filter(|j| j.name == name)
     }
 
     /// Jobs of one NodeWright, sorted by name.
-    pub fn of(&self, nodewright: &str) -> impl Iterator<Item = &ExecutorJob<'a>> + '_ {
+    pub fn of(&self, nodewright: &str) -> impl Iterator<Item = &ExecutorJob> + '_ {
         self.by_nodewright
             .get(nodewright)
             .into_iter()
@@ -212,7 +211,7 @@ impl<'a> ExecutorIndex<'a> {
         &'s self,
         nodewright: &'s str,
         node: &'s str,
-    ) -> impl Iterator<Item = &'s ExecutorJob<'a>> + 's {
+    ) -> impl Iterator<Item = &'s ExecutorJob> + 's {
         self.by_node
             .get(nodewright)
             .and_then(|nodes| nodes.get(node))
@@ -228,7 +227,7 @@ impl<'a> ExecutorIndex<'a> {
         node: &'s str,
         package: &'s str,
         version: &'s str,
-    ) -> impl Iterator<Item = &'s ExecutorJob<'a>> + 's {
+    ) -> impl Iterator<Item = &'s ExecutorJob> + 's {
         self.on_node(nodewright, node)
             .filter(move |j| j.runs(package, version))
     }
@@ -255,11 +254,63 @@ impl<'a> ExecutorIndex<'a> {
     }
 }
 
+/// The executor index of the snapshot a caller last brought it up to date with, kept between
+/// passes (see [`NodeStateCache::update_executors`](crate::NodeStateCache::update_executors)).
+///
+/// The index is a pure function of the snapshot's Jobs, executor pods and the operator namespace.
+/// The cache keeps the exact `Arc`s it indexed and answers only for a snapshot whose Job and pod
+/// vectors hold the same `Arc`s in the same order (pointer identity; the cache's own clones keep
+/// those allocations alive, so an address cannot be reused by another object) and the same
+/// namespace. A new, removed or replaced Job or pod (the shell's caches build a new record on
+/// every watch event) makes it stale; a pass with a stale cache builds its own index, so the plan
+/// is the same whatever the cache holds.
+#[derive(Clone, Debug, Default)]
+pub struct ExecutorCache {
+    namespace: String,
+    jobs: Vec<Arc<SlimJob>>,
+    pods: Vec<Arc<SlimPod>>,
+    index: Option<ExecutorIndex>,
+}
+
+fn same<T>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
+}
+
+impl ExecutorCache {
+    /// An empty cache (answers for no snapshot).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Brings the cache up to date with `snapshot`: keeps the index when the snapshot holds the
+    /// same Jobs and pods as last time, builds it again otherwise.
+    pub fn update(&mut self, snapshot: &Snapshot, options: &Options) {
+        if self.get(snapshot, options).is_some() {
+            return;
+        }
+        *self = ExecutorCache {
+            namespace: options.namespace.clone(),
+            jobs: snapshot.jobs.clone(),
+            pods: snapshot.executor_pods.clone(),
+            index: Some(ExecutorIndex::build(snapshot, options)),
+        };
+    }
+
+    /// The cached index when it is the index of `snapshot` under `options`, else `None`.
+    pub fn get(&self, snapshot: &Snapshot, options: &Options) -> Option<&ExecutorIndex> {
+        let index = self.index.as_ref()?;
+        (self.namespace == options.namespace
+            && same(&self.jobs, &snapshot.jobs)
+            && same(&self.pods, &snapshot.executor_pods))
+        .then_some(index)
+    }
+}
+
 fn read_job<'a>(
-    job: &'a SlimJob,
-    children: &BTreeMap<&str, Vec<&'a SlimPod>>,
+    job: &'a Arc<SlimJob>,
+    children: &BTreeMap<&str, Vec<&Arc<SlimPod>>>,
     parsed: &mut IndexMap<&'a str, Option<Arc<PackageAnnotation>>>,
-) -> Option<ExecutorJob<'a>> {
+) -> Option<ExecutorJob> {
     let labels = job.metadata.labels.as_ref();
     let nodewright = label(labels, keys::LABEL_NAME)?.to_string();
     let package = job
@@ -281,14 +332,19 @@ fn read_job<'a>(
         .or_else(|| label(labels, keys::LABEL_NODE).map(str::to_string))
         .unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
-    let mut pods = children.get(uid.as_str()).cloned().unwrap_or_default();
+    let mut pods: Vec<Arc<SlimPod>> = children
+        .get(uid.as_str())
+        .into_iter()
+        .flatten()
+        .map(|&p| Arc::clone(p))
+        .collect();
     sort_pods(&mut pods);
     let stage = package
         .as_ref()
         .map(|p| p.stage)
         .or_else(|| label(labels, keys::LABEL_STAGE).and_then(Stage::parse));
     Some(ExecutorJob {
-        job,
+        job: Arc::clone(job),
         name: job.metadata.name.clone().unwrap_or_default(),
         uid,
         nodewright,
@@ -313,4 +369,106 @@ fn read_job<'a>(
 /// True when a node's `<P>/node` label value or full name designates `node`.
 pub fn designates(job_node_label: &str, node: &str) -> bool {
     job_node_label == node || job_node_label == node_label_value(node)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn job(name: &str, node: &str) -> Arc<SlimJob> {
+        let labels = [
+            (keys::LABEL_NAME, "nw"),
+            (keys::LABEL_NODE, node),
+            (keys::PACKAGE, "pkg-1.0.0"),
+        ];
+        Arc::new(SlimJob {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some(format!("uid-{name}")),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..SlimJob::default()
+        })
+    }
+
+    fn pod(job: &SlimJob) -> Arc<SlimPod> {
+        let labels = [
+            (keys::LABEL_NAME, "nw"),
+            (keys::PACKAGE, "pkg-1.0.0"),
+            (CONTROLLER_UID, job.metadata.uid.as_deref().unwrap_or_default()),
+        ];
+        Arc::new(SlimPod {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-pod", job.metadata.name.as_deref().unwrap_or_default())),
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..ObjectMeta::default()
+            },
+            ..SlimPod::default()
+        })
+    }
+
+    fn snapshot(jobs: Vec<Arc<SlimJob>>, pods: Vec<Arc<SlimPod>>) -> Snapshot {
+        Snapshot {
+            jobs,
+            executor_pods: pods,
+            ..Snapshot::default()
+        }
+    }
+
+    /// The cached index answers for the same records in a new snapshot, and only for those: a
+    /// new Job, a removed pod, a Job whose status changed or another namespace make it stale,
+    /// and `update` then indexes the new snapshot.
+    #[test]
+    fn executor_cache_answers_only_for_the_same_records() {
+        let options = Options::default();
+        let (a, b) = (job("a", "n1"), job("b", "n2"));
+        let pods = vec![pod(&a), pod(&b)];
+        let base = snapshot(vec![a.clone(), b.clone()], pods.clone());
+        let mut cache = ExecutorCache::new();
+        assert!(cache.get(&base, &options).is_none(), "empty cache");
+        cache.update(&base, &options);
+        let same = snapshot(vec![a.clone(), b.clone()], pods.clone());
+        let index = cache.get(&same, &options).expect("same records");
+        assert_eq!(index.all().len(), 2);
+        assert!(index.node_busy("n1"));
+
+        let added = snapshot(vec![a.clone(), b.clone(), job("c", "n3")], pods.clone());
+        assert!(cache.get(&added, &options).is_none(), "a new Job");
+        let removed = snapshot(vec![a.clone(), b.clone()], vec![pods[0].clone()]);
+        assert!(cache.get(&removed, &options).is_none(), "a removed pod");
+        let mut finished = (*b).clone();
+        finished.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: "Complete".into(),
+                status: "True".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        let changed = snapshot(vec![a.clone(), Arc::new(finished)], pods.clone());
+        assert!(cache.get(&changed, &options).is_none(), "a changed Job status");
+        let other = Options {
+            namespace: "elsewhere".into(),
+            ..Options::default()
+        };
+        assert!(cache.get(&same, &other).is_none(), "another namespace");
+
+        cache.update(&changed, &options);
+        let index = cache.get(&changed, &options).expect("rebuilt");
+        assert!(index.node_busy("n1") && !index.node_busy("n2"));
+        assert!(cache.get(&base, &options).is_none(), "the old records");
+    }
 }

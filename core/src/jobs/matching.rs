@@ -243,7 +243,7 @@ fn matches_with<'f>(
                 return false;
             };
             template_matches(
-                job.job,
+                &job.job,
                 &expected_job(nw, pkg, stage, job.interrupt, options),
             )
         }
@@ -345,7 +345,7 @@ pub fn timed_out_still_matches_with(
         // Uninstall Job of a package that left the spec: nothing to compare the deadline with.
         return true;
     };
-    job_deadline(job.job) == super::builder::deadline_seconds(pkg, options).unwrap_or(0)
+    job_deadline(&*job.job) == super::builder::deadline_seconds(pkg, options).unwrap_or(0)
 }
 
 /// True when the package label of `job` equals `<name>-<version>`.

@@ -82,7 +82,7 @@ pub use builder::{JobInputs, build_interrupt_job, build_package_job};
 pub use classify::{JobState, PodFailureClass, job_state, pod_failed_genuinely};
 pub use configmap::{node_metadata_config_map, package_config_map, upsert_if_changed};
 pub use create::{CreateDecision, WaitReason, plan_create};
-pub use index::{ExecutorIndex, ExecutorJob};
+pub use index::{ExecutorCache, ExecutorIndex, ExecutorJob};
 pub use outcome::{
     Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, outcomes, record_events,
 };

@@ -170,7 +170,7 @@ pub fn marker(job: &ExecutorJob, ttl: Duration) -> Effect {
 /// Archive pruning (04 §4.5.1): among genuinely failed, non-terminating child pods keep the first
 /// and the last, delete the ones between (normal delete, reason `archive-prune`).
 pub fn prune_archives(job: &ExecutorJob) -> Vec<Effect> {
-    let archives: Vec<&&SlimPod> = job
+    let archives: Vec<&std::sync::Arc<SlimPod>> = job
         .pods
         .iter()
         .filter(|p| pod_failed_genuinely(p) && !classify::is_terminating(p))
@@ -329,7 +329,7 @@ pub fn outcomes(
 fn completed(job: &ExecutorJob, node_known: bool, options: &Options) -> Outcome {
     let mut after = prune_archives(job);
     after.push(marker(job, options.job_ttl_succeeded));
-    let attempts = classify::failed_attempts(job.job);
+    let attempts = classify::failed_attempts(&job.job);
     let kind = if job.package.is_none() || !node_known {
         OutcomeKind::JobOnly
     } else if job.interrupt {
@@ -363,7 +363,7 @@ fn failed(
     } else {
         OutcomeKind::TerminalFailed {
             reason: reason.to_string(),
-            restarts: (!job.interrupt).then(|| classify::failed_attempts(job.job)),
+            restarts: (!job.interrupt).then(|| classify::failed_attempts(&job.job)),
         }
     };
     base(job, kind, after)

@@ -12,7 +12,7 @@ use super::view::NwView;
 use super::work::Work;
 use crate::jobs::ExecutorIndex;
 use crate::slim::SlimPod;
-use crate::{Options, Snapshot};
+use crate::{NodeStateCache, Options, Snapshot};
 
 /// Everything a phase reads or writes, except the NodeWright views (borrowed separately).
 pub struct Ctx<'a> {
@@ -30,8 +30,9 @@ pub struct Ctx<'a> {
     /// Executor pods (D16) by node name, built when first asked for. Drain ignores them (§8.3);
     /// only the non-interrupt selector reads them ([`Ctx::running_pods_selected`]).
     executor_pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a SlimPod>>>,
-    /// The executor index.
-    pub index: ExecutorIndex<'a>,
+    /// The executor index: the caller's cached one when it answers for this snapshot, else
+    /// built for this pass.
+    pub index: PassIndex<'a>,
     /// The working copy of decisions.
     pub work: Work,
     /// Something asks for the short requeue (work pending, something saved, a gate waited).
@@ -54,8 +55,13 @@ pub struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// Indexes the snapshot.
-    pub fn new(snap: &'a Snapshot, opts: &'a Options, now: Timestamp) -> Self {
+    /// Indexes the snapshot (the executor index taken from `cache` when it answers for it).
+    pub fn new(
+        snap: &'a Snapshot,
+        opts: &'a Options,
+        now: Timestamp,
+        cache: &'a NodeStateCache,
+    ) -> Self {
         let nodes = snap
             .nodes
             .iter()
@@ -68,7 +74,10 @@ impl<'a> Ctx<'a> {
             nodes,
             pods_by_node: std::cell::OnceCell::new(),
             executor_pods_by_node: std::cell::OnceCell::new(),
-            index: ExecutorIndex::build(snap, opts),
+            index: match cache.executor_index(snap, opts) {
+                Some(index) => PassIndex::Cached(index),
+                None => PassIndex::Built(ExecutorIndex::build(snap, opts)),
+            },
             work: Work::default(),
             requeue: false,
             config_sync_pending: false,
@@ -276,6 +285,25 @@ impl<'a> Ctx<'a> {
     /// The working status of `v` for writing.
     pub fn status_mut(&mut self, v: &NwView) -> &mut NodeWrightStatus {
         self.work.status_mut(&v.name, &v.status)
+    }
+}
+
+/// The executor index a pass reads: borrowed from the caller's cache or built for the pass.
+pub enum PassIndex<'a> {
+    /// The cache's index (it answers for this snapshot).
+    Cached(&'a ExecutorIndex),
+    /// Built for this pass.
+    Built(ExecutorIndex),
+}
+
+impl std::ops::Deref for PassIndex<'_> {
+    type Target = ExecutorIndex;
+
+    fn deref(&self) -> &ExecutorIndex {
+        match self {
+            PassIndex::Cached(index) => index,
+            PassIndex::Built(index) => index,
+        }
     }
 }
 

@@ -49,7 +49,7 @@ pub fn reconcile_with(
     now: Timestamp,
     cache: &NodeStateCache,
 ) -> Plan {
-    let mut ctx = Ctx::new(snapshot, options, now);
+    let mut ctx = Ctx::new(snapshot, options, now, cache);
     // All nodes sorted by name (one per name, as `ctx.nodes`).
     let nodes: Vec<_> = ctx.nodes.values().copied().collect();
     let pass = PassDocs::build(&nodes, &snapshot.nodewrights, cache);

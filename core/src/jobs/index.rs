@@ -35,6 +35,9 @@ pub struct ExecutorJob {
     pub package_label: Option<String>,
     /// Parsed `<P>/package` annotation; `None` when absent or unreadable (04 rule 1.2.5).
     pub package: Option<Arc<PackageAnnotation>>,
+    /// The node-state key (`name|version`) of the annotation's package, shared by the Jobs
+    /// with the same annotation text.
+    pub(crate) entry_key: Option<Arc<str>>,
     /// Stage from the annotation, else from the `<P>/stage` label.
     pub stage: Option<Stage>,
     /// `<P>/interrupt == "True"`.
@@ -140,7 +143,7 @@ impl ExecutorIndex {
             }
         }
         // Package annotations repeat across nodes: parse each distinct text once.
-        let mut parsed: IndexMap<&str, Option<Arc<PackageAnnotation>>> = IndexMap::new();
+        let mut parsed: IndexMap<&str, Parsed> = IndexMap::new();
         // Sort references, not the (large) read records.
         let mut sorted: Vec<&Arc<SlimJob>> = snapshot
             .jobs
@@ -204,6 +207,19 @@ impl ExecutorIndex {
             .into_iter()
             .flatten()
             .map(|&i| &self.jobs[i])
+    }
+
+    /// The nodes carrying Jobs of one NodeWright, sorted by name, each with the positions of its
+    /// Jobs in [`ExecutorIndex::all`] (ascending, so in name order).
+    pub fn nodes_of<'s>(
+        &'s self,
+        nodewright: &str,
+    ) -> impl Iterator<Item = (&'s str, &'s [usize])> + 's {
+        self.by_node
+            .get(nodewright)
+            .into_iter()
+            .flatten()
+            .map(|(node, jobs)| (node.as_str(), jobs.as_slice()))
     }
 
     /// Jobs of one NodeWright on one node, sorted by name.
@@ -306,14 +322,17 @@ impl ExecutorCache {
     }
 }
 
+/// A parsed `<P>/package` annotation with its node-state key.
+type Parsed = Option<(Arc<PackageAnnotation>, Arc<str>)>;
+
 fn read_job<'a>(
     job: &'a Arc<SlimJob>,
     children: &BTreeMap<&str, Vec<&Arc<SlimPod>>>,
-    parsed: &mut IndexMap<&'a str, Option<Arc<PackageAnnotation>>>,
+    parsed: &mut IndexMap<&'a str, Parsed>,
 ) -> Option<ExecutorJob> {
     let labels = job.metadata.labels.as_ref();
     let nodewright = label(labels, keys::LABEL_NAME)?.to_string();
-    let package = job
+    let (package, entry_key) = job
         .metadata
         .annotations
         .as_ref()
@@ -321,9 +340,15 @@ fn read_job<'a>(
         .and_then(|text| {
             parsed
                 .entry(text.as_str())
-                .or_insert_with(|| PackageAnnotation::parse(text).map(Arc::new))
+                .or_insert_with(|| {
+                    PackageAnnotation::parse(text).map(|p| {
+                        let key = nodewright_crds::nodewright::unique_name(&p.name, &p.version);
+                        (Arc::new(p), Arc::from(key))
+                    })
+                })
                 .clone()
-        });
+        })
+        .unzip();
     let node = job
         .spec
         .as_ref()
@@ -352,6 +377,7 @@ fn read_job<'a>(
         package_label: label(labels, keys::PACKAGE).map(str::to_string),
         invalid: package.as_ref().is_some_and(|p| p.invalid),
         package,
+        entry_key,
         stage,
         interrupt: label(labels, keys::LABEL_INTERRUPT) == Some("True"),
         state: job_state(job),
@@ -403,11 +429,17 @@ mod tests {
         let labels = [
             (keys::LABEL_NAME, "nw"),
             (keys::PACKAGE, "pkg-1.0.0"),
-            (CONTROLLER_UID, job.metadata.uid.as_deref().unwrap_or_default()),
+            (
+                CONTROLLER_UID,
+                job.metadata.uid.as_deref().unwrap_or_default(),
+            ),
         ];
         Arc::new(SlimPod {
             metadata: ObjectMeta {
-                name: Some(format!("{}-pod", job.metadata.name.as_deref().unwrap_or_default())),
+                name: Some(format!(
+                    "{}-pod",
+                    job.metadata.name.as_deref().unwrap_or_default()
+                )),
                 labels: Some(
                     labels
                         .iter()
@@ -459,7 +491,10 @@ mod tests {
             ..JobStatus::default()
         });
         let changed = snapshot(vec![a.clone(), Arc::new(finished)], pods.clone());
-        assert!(cache.get(&changed, &options).is_none(), "a changed Job status");
+        assert!(
+            cache.get(&changed, &options).is_none(),
+            "a changed Job status"
+        );
         let other = Options {
             namespace: "elsewhere".into(),
             ..Options::default()

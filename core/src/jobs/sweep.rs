@@ -32,8 +32,8 @@ fn annotation_true(nw: &NodeWright, key: &str) -> bool {
 }
 
 fn entry_of<'s>(job: &ExecutorJob, state: &'s NodeState) -> Option<&'s PackageStatus> {
-    let p = job.package.as_ref()?;
-    state.get(&p.name, &p.version)
+    // `state.get(&p.name, &p.version)` with the key computed once per annotation text.
+    state.0.get(&**job.entry_key.as_ref()?)
 }
 
 /// `shouldDeleteFinishedJob` with the port's retention predicate (04 §5.2 steps 1–2, §5.2a).
@@ -178,33 +178,43 @@ pub fn sweep_split<'s, 'r>(
         return out;
     }
     let fps = SpecFingerprints::new(nw, options);
-    for job in index.of(nw_name(nw)) {
-        if job.terminating {
-            continue;
-        }
-        if !selected.contains(&job.node) {
-            out.effects.push(delete(job, DeletionReason::OrphanedNode));
-            continue;
-        }
-        if job.package.is_none() {
-            continue; // not ours to judge (04 §1.2.5); terminal ones TTL out
-        }
-        let Some(state) = state_of(&job.node) else {
-            continue;
-        };
-        let entry = entry_of(job, state);
-        if job.state.is_finished() {
-            if should_delete_finished_with(job, entry, nw, &fps, options)
-                && let Some(entry) = entry
-            {
-                let recorded = recorded_of(&job.node).and_then(|s| entry_of(job, s));
-                out.effects.push(delete_for_rerun(job, entry, recorded));
+    let jobs = index.all();
+    // Node by node, so each node's selection and document are looked up once; the effects are
+    // then put back in Job-name order (position in `jobs`).
+    let mut found: Vec<(usize, Vec<Effect>)> = Vec::new();
+    for (node, positions) in index.nodes_of(nw_name(nw)) {
+        let is_selected = selected.contains(node);
+        let state = if is_selected { state_of(node) } else { None };
+        for &i in positions {
+            let job = &jobs[i];
+            if job.terminating {
+                continue;
             }
-        } else if !job.invalid && is_stale_with(job, entry, nw, &fps, options) {
-            out.effects
-                .extend(invalidate(job, DeletionReason::StaleSpec));
+            if !is_selected {
+                found.push((i, vec![delete(job, DeletionReason::OrphanedNode)]));
+                continue;
+            }
+            if job.package.is_none() {
+                continue; // not ours to judge (04 §1.2.5); terminal ones TTL out
+            }
+            let Some(state) = state else {
+                continue;
+            };
+            let entry = entry_of(job, state);
+            if job.state.is_finished() {
+                if should_delete_finished_with(job, entry, nw, &fps, options)
+                    && let Some(entry) = entry
+                {
+                    let recorded = recorded_of(node).and_then(|s| entry_of(job, s));
+                    found.push((i, vec![delete_for_rerun(job, entry, recorded)]));
+                }
+            } else if !job.invalid && is_stale_with(job, entry, nw, &fps, options) {
+                found.push((i, invalidate(job, DeletionReason::StaleSpec)));
+            }
         }
     }
+    found.sort_by_key(|(i, _)| *i);
+    out.effects = found.into_iter().flat_map(|(_, effects)| effects).collect();
     out.changed = !out.effects.is_empty();
     out
 }

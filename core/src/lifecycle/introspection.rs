@@ -3,7 +3,7 @@
 //! the rollout decision, conditions and the `status.nodeState` mirror. R6.1's conditions are in
 //! `conditions.rs`.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
@@ -83,8 +83,7 @@ pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
 pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
     // Only nodes carrying an executor of this NodeWright matter to the sweep (it asks only
     // whether those nodes are selected).
-    // (A hash set: with the rollout's finished Jobs retained there are many Jobs per node.)
-    let with_jobs: HashSet<&str> = ctx.index.of(&v.name).map(|j| j.node.as_str()).collect();
+    let with_jobs: Vec<&str> = ctx.index.nodes_of(&v.name).map(|(n, _)| n).collect();
     let selected: BTreeSet<String> = with_jobs
         .iter()
         .filter(|n| v.selects(n))

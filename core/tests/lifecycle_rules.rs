@@ -162,7 +162,10 @@ fn doc_raw(s: &nodewright_core::Snapshot, node: &str, nw: &str) -> Option<String
 fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
     let mut s = one_pkg();
     let first = step(&mut s);
-    assert!(created(&first).is_empty(), "introspection ends the pass");
+    assert!(
+        created(&first).is_empty(),
+        "adding the finalizer ends the pass (R6.2)"
+    );
     assert_eq!(first.requeue_after, Some(std::time::Duration::from_secs(2)));
     let second = until_created(&mut s, 10);
     assert_eq!(
@@ -563,10 +566,14 @@ fn b6_inv16_2_e03_interrupt_waits_for_unfinished_executors() {
     );
     n1.spec.as_mut().unwrap().unschedulable = Some(true);
     set_annotation(&mut n1, &keys::cordon("demo"), "true");
-    let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
-    // Another NodeWright's unfinished executor on the node.
+    // Another NodeWright's unfinished executor on the node, recorded in its node state (an
+    // unrecorded one would be swept as stale and no longer hold the interrupt back).
     let mut busy = snapshot(vec![with_pkg(nw("zother"), "z", "1.0.0")], vec![node("n1")]);
     until_created(&mut busy, 5);
+    let zother_state =
+        busy.nodes[0].metadata.annotations.as_ref().unwrap()[&keys::node_state("zother")].clone();
+    set_annotation(&mut n1, &keys::node_state("zother"), &zother_state);
+    let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
     s.jobs = busy.jobs.clone();
     assert_eq!(s.jobs.len(), 1);
     for _ in 0..4 {
@@ -2272,15 +2279,14 @@ fn inv16_9_b6_an_interrupt_package_waits_for_any_recorded_outcome_on_the_node() 
         created_packages(&first),
         vec![("a-1.0.0".into(), "apply".into())]
     );
-    // b cordons, then drains; it would start in the second pass after a's start.
+    // b cordons, then drains; it would start in the pass after a's start.
     let mut quiet = nodewright_core::Snapshot::clone(&s);
-    let unblocked = steps(&mut quiet, 3);
+    let unblocked = step(&mut quiet);
     assert!(
         created_packages(&unblocked).contains(&("b-1.0.0".into(), "apply".into())),
         "without an outcome b starts here: {:?}",
         created_packages(&unblocked)
     );
-    steps(&mut s, 2);
     finish_package(&mut s, "a-1.0.0");
     let recorded = step(&mut s);
     assert!(
@@ -2298,8 +2304,8 @@ fn inv16_9_b6_an_interrupt_package_waits_for_any_recorded_outcome_on_the_node() 
 
 /// 16.9 with 16.8: a lower-priority NodeWright does not start on a node in the pass that
 /// recorded the completion of the higher-priority NodeWright there (its start rests on it).
-/// That pass also changes the node's status for `first`, which ends it at R6.6; the
-/// other-NodeWright rule of `Recorded::blocks` is the second guard.
+/// That pass also changes the node's status for `first`; since R6.6 no longer ends the pass,
+/// the other-NodeWright rule of `Recorded::blocks` is what holds `second` back.
 #[test]
 fn inv16_9_inv16_8_another_nodewrights_outcome_holds_back_the_next_priority() {
     let mut second = with_pkg(nw("second"), "b", "1.0.0");

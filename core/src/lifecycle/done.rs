@@ -34,6 +34,13 @@ pub struct Done {
     pub cycle_ended: BTreeSet<(String, String, String)>,
 }
 
+impl Done {
+    /// True when this pass recorded any executor outcome.
+    pub fn recorded_any(&self) -> bool {
+        !self.recorded.is_empty() || !self.outcomes.is_empty()
+    }
+}
+
 /// The outcome changes this pass made to one node's state, which later decisions of the same
 /// pass must not build on (a start rests only on durable state, invariant 16.9).
 #[derive(Debug, Default)]

@@ -37,6 +37,13 @@ pub fn concurrency(value: Option<&str>) -> Result<usize, String> {
     }
 }
 
+/// True when a lane creates an executor Job.
+fn starts_executor(effects: &[Effect], indices: &[usize]) -> bool {
+    indices
+        .iter()
+        .any(|&i| matches!(effects.get(i), Some(Effect::CreateJob { .. })))
+}
+
 /// One applied effect: its index in the plan, kind and outcome.
 type Done = (usize, &'static str, Outcome);
 
@@ -111,6 +118,10 @@ impl<P: ClusterPort> Interpreter<P> {
             let node = unit.node.as_deref().unwrap_or_default();
             lanes.entry(node).or_default().extend(&unit.indices);
         }
+        // Lanes that start executors go first: a pass that also writes thousands of nodes'
+        // statuses starts its Jobs at once. Effects of one node keep their order.
+        let mut lanes: Vec<(&str, Vec<usize>)> = lanes.into_iter().collect();
+        lanes.sort_by_key(|(_, indices)| !starts_executor(effects, indices));
         let forked: Vec<_> = lanes
             .into_iter()
             .map(|(node, indices)| (scope.fork(node), indices))

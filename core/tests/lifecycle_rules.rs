@@ -192,6 +192,28 @@ fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
     assert!(status::condition(&st.conditions, "ApplyPackage").is_some());
 }
 
+/// R6.6 (issue 15): a pass that records no executor outcome goes on from introspection to the
+/// work phase, so the pass that first writes the node's status also starts its first Job.
+#[test]
+fn r6_6_introspection_without_a_recorded_outcome_goes_on_to_the_work_phase() {
+    let mut s = one_pkg();
+    assert!(
+        created(&step(&mut s)).is_empty(),
+        "the finalizer pass (R6.2)"
+    );
+    let second = step(&mut s);
+    let introspected = second.effects.iter().any(|e| match e {
+        Effect::PatchStatus { status, .. } => status.node_status.contains_key("n1"),
+        _ => false,
+    });
+    assert!(introspected, "the pass writes the node's status");
+    assert_eq!(
+        created_stages(&second),
+        vec![("n1".to_string(), "apply".to_string())],
+        "and starts the first Job"
+    );
+}
+
 #[test]
 fn t05_t06_e13_completion_recorded_then_config_started() {
     let mut s = one_pkg();

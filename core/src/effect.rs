@@ -35,6 +35,11 @@ pub enum Effect {
         /// What must hold on a fresh read right before the create (B6 for interrupt Jobs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<FreshReadPrecondition>,
+        /// I1: create only if a fresh read of the node still shows this entry open at the Job's
+        /// stage (set when the create rests on an entry the pass does not write, so a node cache
+        /// lagging behind a recorded outcome cannot start a finished stage again).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirm: Option<EntryCheck>,
     },
     /// Foreground-delete a Job guarded by its uid; always logged and evented with the reason.
     DeleteJob {

@@ -39,10 +39,10 @@ impl EntryCheck {
             .is_some_and(|e| e.stage == self.stage && e.state != Some(State::Complete))
     }
 
-    /// Why the deletion is dropped when the check does not hold.
+    /// Why the deletion or create is dropped when the check does not hold.
     pub fn refusal(&self) -> String {
         format!(
-            "fresh read of node {} shows {}|{} of {} no longer open at {} (D21: the outcome is recorded; no re-run)",
+            "fresh read of node {} shows {}|{} of {} no longer open at {} (D21, I1: the outcome is recorded; no re-run)",
             self.node, self.package, self.version, self.nodewright, self.stage
         )
     }

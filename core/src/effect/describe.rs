@@ -108,6 +108,7 @@ mod tests {
             job: Box::new(Job::default()),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         };
         let patch = Effect::PatchNode(Box::default());
         let finalizer = Effect::AddFinalizer {

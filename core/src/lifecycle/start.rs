@@ -1,12 +1,12 @@
 //! Starting executors through the jobs seam, with the pre-create checks of 04-jobs-rules.md
 //! §2.7/§2.10 (D21) and invariant 16.1 (one executor per package per node).
 
-use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
+use nodewright_crds::{Interrupt, Package, PackageStatus, Stage, State};
 
 use super::ctx::Ctx;
 use super::view::NwView;
 use super::work::Slot;
-use crate::effect::Effect;
+use crate::effect::{Effect, EntryCheck};
 use crate::jobs;
 
 /// What a start attempt did.
@@ -64,7 +64,13 @@ pub fn start_executor(
         None => jobs::builder::build_package_job(&inputs),
     };
     match jobs::plan_create(&ctx.index, job, entry) {
-        jobs::CreateDecision::Create(effects) => {
+        jobs::CreateDecision::Create(mut effects) => {
+            let check = open_entry_check(v, node, stage, entry);
+            for e in &mut effects {
+                if let Effect::CreateJob { confirm, .. } = e {
+                    confirm.clone_from(&check);
+                }
+            }
             ensure_metadata(ctx, v, node);
             ctx.done.started.insert(triple);
             ctx.done.started_nodes.insert(node.to_string());
@@ -91,6 +97,31 @@ pub fn start_executor(
             Start::Waiting
         }
     }
+}
+
+/// I1: a start that rests on an entry the snapshot already shows open at `stage` (a lost or
+/// re-run executor: this pass writes no entry change for the node-patch guard to check) is
+/// confirmed on a fresh read of the node before the create, as a D21 re-run deletion is, so a
+/// node cache lagging behind a recorded outcome cannot start a finished stage again.
+fn open_entry_check(
+    v: &NwView,
+    node: &str,
+    stage: Stage,
+    entry: Option<&PackageStatus>,
+) -> Option<EntryCheck> {
+    let entry = entry.filter(|e| e.stage == stage && e.state == Some(State::InProgress))?;
+    let recorded = v
+        .pos
+        .get(node)
+        .and_then(|&i| v.snapshot_doc(i))
+        .and_then(|d| super::predicates::entry_of(d, &entry.name, &entry.version))?;
+    (recorded == entry).then(|| EntryCheck {
+        nodewright: v.name.clone(),
+        node: node.to_string(),
+        package: entry.name.clone(),
+        version: entry.version.clone(),
+        stage,
+    })
 }
 
 /// Ensures the node metadata ConfigMap before an executor starts (§1.5), once per pass.

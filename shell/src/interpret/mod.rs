@@ -198,8 +198,19 @@ impl<P: ClusterPort> Interpreter<P> {
     pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
         match effect {
             Effect::CreateJob {
-                job, precondition, ..
-            } => self.create_job(job, precondition.as_ref()).await,
+                job,
+                precondition,
+                confirm,
+                ..
+            } => {
+                if let Some(refused) = match confirm {
+                    Some(check) => self.confirm_entry(check).await,
+                    None => None,
+                } {
+                    return refused;
+                }
+                self.create_job(job, precondition.as_ref()).await
+            }
             Effect::DeleteJob {
                 name,
                 uid,

@@ -63,13 +63,14 @@ impl<P: ClusterPort> Interpreter<P> {
         Some(Outcome::Dropped(precondition.refusal(busy)))
     }
 
-    /// D21 (K22): reads the node uncached; `None` when `check` holds and the re-run deletion may
-    /// go ahead, else the outcome that drops it (the next pass decides on fresh state).
+    /// D21 (K22), I1: reads the node uncached; `None` when `check` holds and the re-run deletion
+    /// or the create may go ahead, else the outcome that drops it (the next pass decides on fresh
+    /// state).
     pub(super) async fn confirm_entry(&self, check: &EntryCheck) -> Option<Outcome> {
         match self.port.get_node(&check.node, false).await {
             Ok(Some(node)) if check.holds(&node) => None,
             Ok(_) => {
-                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, stage = %check.stage, "re-run deletion dropped: {}", check.refusal());
+                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, stage = %check.stage, "dropped on a fresh read of the node: {}", check.refusal());
                 Some(Outcome::Dropped(check.refusal()))
             }
             Err(e) => Some(Outcome::Failed(e.into())),

@@ -165,6 +165,7 @@ async fn create_job_applied() {
             job: Box::new(job("j1")),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         },
     )
     .await;
@@ -187,6 +188,7 @@ async fn create_job_already_exists_is_dropped() {
             job: Box::new(job("j1")),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         },
     )
     .await;
@@ -217,6 +219,7 @@ async fn b6_interrupt_create_dropped_when_fresh_read_shows_unfinished_job() {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
+            confirm: None,
         },
     )
     .await;
@@ -250,6 +253,7 @@ async fn b6_interrupt_create_applied_when_other_jobs_finished() {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
+            confirm: None,
         },
     )
     .await;
@@ -1396,11 +1400,13 @@ async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
                 precondition: None,
+                confirm: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1565,12 +1571,14 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
             event("Apply"),
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
                 precondition: None,
+                confirm: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1583,6 +1591,7 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
                 job: Box::new(job("j3")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
         ],
         ..Plan::default()

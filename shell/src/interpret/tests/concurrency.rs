@@ -198,6 +198,7 @@ fn create(node: &str) -> Effect {
         job: Box::new(job(&format!("job-{node}"))),
         context: ctx(node),
         precondition: None,
+        confirm: None,
     }
 }
 

@@ -274,7 +274,10 @@ pub fn build(
                 .iter()
                 .map(|(node, st)| {
                     let actions = by_node.remove(node).unwrap_or_default();
-                    let blocked = (actions.is_empty() && *st != Status::Complete)
+                    // Why no executor starts here: a node whose status the pass also writes
+                    // (R6.6 goes on to the work phase) still gets its reason.
+                    let starts = actions.iter().any(|a| a.kind == "CreateJob");
+                    let blocked = (!starts && *st != Status::Complete)
                         .then(|| blocking_reason(snapshot, &desired, nw, node, *st));
                     NodePlan {
                         node: node.clone(),

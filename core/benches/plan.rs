@@ -2,6 +2,9 @@
 //! packages, mid-rollout with a 10 % budget: 90 % of the nodes complete, 10 % with `apply` in
 //! flight; boot ids already recorded so the pass runs through introspection.
 //!
+//! A converged case (`plan_converged_pass`) has every node complete for every package and
+//! the finished executor Jobs and pods of the whole rollout retained (default 1 h Job TTL).
+//!
 //! Run: `cargo bench -p nodewright-core --bench plan`
 
 use std::collections::BTreeMap;
@@ -19,6 +22,11 @@ fn main() {
 }
 
 fn cluster(nodes: usize, packages: usize) -> Snapshot {
+    cluster_with(nodes, packages, true)
+}
+
+/// `cluster`, with every tenth node in flight (`in_flight`) or every node complete.
+fn cluster_with(nodes: usize, packages: usize, in_flight: bool) -> Snapshot {
     let mut nw = NodeWright::new(
         "bench",
         NodeWrightSpec {
@@ -57,7 +65,7 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
             let name = format!("node-{i:05}");
             let mut doc = NodeState::default();
             for p in 0..packages {
-                let (stage, state) = if i % 10 != 0 {
+                let (stage, state) = if !in_flight || i % 10 != 0 {
                     (Stage::Config, State::Complete)
                 } else {
                     (Stage::Apply, State::InProgress)
@@ -72,7 +80,7 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
                     restarts: 0,
                 });
             }
-            let status = if i % 2 == 0 {
+            let status = if !in_flight || i % 2 == 0 {
                 "complete"
             } else {
                 "in_progress"
@@ -107,6 +115,105 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
         nodes: nodewright_core::shared(nodes),
         ..Snapshot::default()
     }
+}
+
+/// The finished Jobs and Succeeded pods a plain package leaves behind on every node (one per
+/// stage: apply, config), outcomes recorded (`state-recorded`), stripped as the shell caches
+/// them (`shell/src/cache/slim.rs`: the template keeps only `nodeName` and the deadline).
+fn retain_finished_executors(snapshot: &mut Snapshot) {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
+    use nodewright_core::jobs::{JobInputs, build_package_job, index::CONTROLLER_UID};
+
+    let options = Options::default();
+    let nw = snapshot.nodewrights[0].clone();
+    let finished = Time("2026-01-01T00:00:00Z".parse().unwrap());
+    let mut jobs = Vec::new();
+    let mut pods = Vec::new();
+    for (order, node) in snapshot.nodes.iter().enumerate() {
+        let node = node.metadata.name.as_deref().unwrap_or_default();
+        for package in nw.spec.packages.values() {
+            for stage in [Stage::Apply, Stage::Config] {
+                let mut job = build_package_job(&JobInputs {
+                    nodewright: &nw,
+                    package,
+                    stage,
+                    node,
+                    node_order: order as i64,
+                    options: &options,
+                });
+                let name = job.metadata.name.clone().unwrap_or_default();
+                let uid = format!("uid-{name}");
+                job.metadata.uid = Some(uid.clone());
+                job.metadata.namespace = Some(options.namespace.clone());
+                job.metadata.owner_references = None;
+                if let Some(labels) = job.metadata.labels.as_mut() {
+                    labels.remove(keys::LABEL_GENERATION);
+                }
+                if let Some(annotations) = job.metadata.annotations.as_mut() {
+                    annotations.remove(keys::RESOURCE_ID);
+                    annotations.insert(keys::STATE_RECORDED.into(), "true".into());
+                }
+                if let Some(spec) = job.spec.as_mut() {
+                    spec.selector = None;
+                    spec.pod_failure_policy = None;
+                    spec.success_policy = None;
+                    spec.ttl_seconds_after_finished = Some(3600);
+                    spec.template.metadata = None;
+                    if let Some(pod) = spec.template.spec.as_mut() {
+                        *pod = PodSpec {
+                            node_name: pod.node_name.take(),
+                            active_deadline_seconds: pod.active_deadline_seconds,
+                            ..PodSpec::default()
+                        };
+                    }
+                }
+                job.status = Some(JobStatus {
+                    succeeded: Some(1),
+                    conditions: Some(vec![JobCondition {
+                        type_: "Complete".into(),
+                        status: "True".into(),
+                        last_transition_time: Some(finished.clone()),
+                        ..JobCondition::default()
+                    }]),
+                    ..JobStatus::default()
+                });
+                let labels = job.metadata.labels.clone().unwrap_or_default();
+                pods.push(Pod {
+                    metadata: ObjectMeta {
+                        name: Some(format!("{name}-x7k2p")),
+                        namespace: Some(options.namespace.clone()),
+                        uid: Some(format!("pod-{uid}")),
+                        creation_timestamp: Some(finished.clone()),
+                        labels: Some(BTreeMap::from([
+                            (
+                                keys::LABEL_NAME.to_string(),
+                                labels.get(keys::LABEL_NAME).cloned().unwrap_or_default(),
+                            ),
+                            (
+                                keys::PACKAGE.to_string(),
+                                labels.get(keys::PACKAGE).cloned().unwrap_or_default(),
+                            ),
+                            (CONTROLLER_UID.to_string(), uid),
+                        ])),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(PodSpec {
+                        node_name: Some(node.to_string()),
+                        ..PodSpec::default()
+                    }),
+                    status: Some(PodStatus {
+                        phase: Some("Succeeded".into()),
+                        start_time: Some(finished.clone()),
+                        ..PodStatus::default()
+                    }),
+                });
+                jobs.push(job);
+            }
+        }
+    }
+    snapshot.jobs = nodewright_core::shared(jobs);
+    snapshot.executor_pods = nodewright_core::shared(pods);
 }
 
 /// Applies the status and node-metadata writes of a plan (enough to reach a steady state in
@@ -209,4 +316,21 @@ fn cache_update_unchanged(bencher: divan::Bencher, (nodes, packages): (usize, us
     let mut cache = NodeStateCache::new();
     cache.update(&snapshot.nodes);
     bencher.bench_local(|| cache.update(divan::black_box(&snapshot.nodes)));
+}
+
+/// A converged pass: every node complete for every package, the finished Jobs and pods of the
+/// whole rollout retained (the idle full pass of issue 15 at 10,000 × 5).
+#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
+fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let mut snapshot = cluster_with(nodes, packages, false);
+    retain_finished_executors(&mut snapshot);
+    settle(&mut snapshot, 12);
+    let mut cache = NodeStateCache::new();
+    cache.update(&snapshot.nodes);
+    let options = Options::default();
+    let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    // The fixture is converged: the pass finds nothing to write.
+    let plan = reconcile_with(&snapshot, &options, now, &cache);
+    assert!(plan.effects.is_empty(), "not converged: {:?}", plan.effects);
+    bencher.bench(|| reconcile_with(divan::black_box(&snapshot), &options, now, &cache));
 }

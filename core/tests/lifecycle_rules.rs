@@ -214,6 +214,36 @@ fn r6_6_introspection_without_a_recorded_outcome_goes_on_to_the_work_phase() {
     );
 }
 
+/// Invariant 16.1 (I1): a start whose entry this pass writes needs no fresh read (the node
+/// patch's guard checks it); re-creating a lost executor rests on the snapshot's open entry
+/// alone, so its create carries a fresh-read check of that entry (explore seed 60).
+#[test]
+fn inv16_1_a_recreated_lost_executor_is_confirmed_on_a_fresh_read() {
+    let confirms =
+        |plan: &nodewright_core::Plan| -> Vec<Option<nodewright_core::effect::EntryCheck>> {
+            plan.effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::CreateJob { confirm, .. } => Some(confirm.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+    let mut s = one_pkg();
+    let first = until_created(&mut s, 10);
+    assert_eq!(confirms(&first), vec![None], "the start writes its entry");
+    s.jobs.clear(); // the executor is lost; the node still shows (apply, in_progress)
+    let again = until_created(&mut s, 10);
+    let check = confirms(&again)
+        .pop()
+        .flatten()
+        .expect("the re-create carries an entry check");
+    assert_eq!(
+        (check.node.as_str(), check.package.as_str(), check.stage),
+        ("n1", "dexter", Stage::Apply)
+    );
+}
+
 #[test]
 fn t05_t06_e13_completion_recorded_then_config_started() {
     let mut s = one_pkg();
@@ -2195,15 +2225,6 @@ fn settle(s: &mut nodewright_core::Snapshot) {
         }
     }
     panic!("no fixpoint in 10 passes");
-}
-
-/// Steps `n` passes; returns the last plan.
-fn steps(s: &mut nodewright_core::Snapshot, n: usize) -> nodewright_core::Plan {
-    let mut plan = step(s);
-    for _ in 1..n {
-        plan = step(s);
-    }
-    plan
 }
 
 /// Invariant 16.9 narrowed to what it protects: the pass that records an outcome on a node holds

@@ -357,6 +357,48 @@ async fn d21_k22_rerun_delete_dropped_when_the_fresh_read_shows_it_recorded() {
     assert_eq!(task.await.unwrap().len(), 1, "no DELETE was sent");
 }
 
+/// Invariant 16.1 (I1): a create that rests on an entry already open at its stage carries the
+/// same fresh-read check as a D21 re-run deletion.
+fn confirmed_create(stage_state: &str) -> (Effect, Value) {
+    let (delete, node) = rerun_delete(stage_state);
+    let Effect::DeleteJob { confirm, .. } = delete else {
+        unreachable!("rerun_delete builds a DeleteJob")
+    };
+    let effect = Effect::CreateJob {
+        job: Box::new(job("j1")),
+        context: ctx("n1"),
+        precondition: None,
+        confirm,
+    };
+    (effect, node)
+}
+
+#[tokio::test]
+async fn inv16_1_create_on_an_open_entry_goes_ahead_when_the_fresh_read_shows_it_open() {
+    let (effect, node) = confirmed_create("in_progress");
+    let (client, task) = fake(vec![
+        expect("GET", "/api/v1/nodes/n1", 200, node),
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": "j1", "namespace": "nodewright"}}),
+        ),
+    ]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn inv16_1_create_on_an_open_entry_is_dropped_when_the_fresh_read_shows_it_complete() {
+    let (effect, node) = confirmed_create("complete");
+    let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 1, "no POST was sent");
+}
+
 #[tokio::test]
 async fn delete_job_not_found_is_noop() {
     let (client, task) = fake(vec![expect(

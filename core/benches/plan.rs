@@ -130,6 +130,7 @@ fn retain_finished_executors(snapshot: &mut Snapshot) {
     let finished = Time("2026-01-01T00:00:00Z".parse().unwrap());
     let mut jobs = Vec::new();
     let mut pods = Vec::new();
+    let mut seed = 0x5eed_u64;
     for (order, node) in snapshot.nodes.iter().enumerate() {
         let node = node.metadata.name.as_deref().unwrap_or_default();
         for package in nw.spec.packages.values() {
@@ -143,7 +144,7 @@ fn retain_finished_executors(snapshot: &mut Snapshot) {
                     options: &options,
                 });
                 let name = job.metadata.name.clone().unwrap_or_default();
-                let uid = format!("uid-{name}");
+                let uid = uuid(&mut seed);
                 job.metadata.uid = Some(uid.clone());
                 job.metadata.namespace = Some(options.namespace.clone());
                 job.metadata.owner_references = None;
@@ -183,7 +184,7 @@ fn retain_finished_executors(snapshot: &mut Snapshot) {
                     metadata: ObjectMeta {
                         name: Some(format!("{name}-x7k2p")),
                         namespace: Some(options.namespace.clone()),
-                        uid: Some(format!("pod-{uid}")),
+                        uid: Some(uuid(&mut seed)),
                         creation_timestamp: Some(finished.clone()),
                         labels: Some(BTreeMap::from([
                             (
@@ -214,6 +215,27 @@ fn retain_finished_executors(snapshot: &mut Snapshot) {
     }
     snapshot.jobs = nodewright_core::shared(jobs);
     snapshot.executor_pods = nodewright_core::shared(pods);
+}
+
+/// A random-looking object uid (as the apiserver's UUIDs: they differ from the first
+/// characters on), deterministic from `seed` (splitmix64).
+fn uuid(seed: &mut u64) -> String {
+    let mut next = || {
+        *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = *seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let (a, b) = (next(), next());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        (b >> 48) & 0x3fff | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// Applies the status and node-metadata writes of a plan (enough to reach a steady state in
@@ -248,7 +270,7 @@ fn settle(snapshot: &mut Snapshot, passes: usize) {
                     let mut job = *job;
                     job.metadata.uid = job.metadata.name.clone();
                     job.metadata.namespace = Some(options.namespace.clone());
-                    snapshot.jobs.push(job.into());
+                    snapshot.jobs.push(std::sync::Arc::new(job.into()));
                 }
                 nodewright_core::Effect::PatchNode(patch) => {
                     let Some(&i) = index.get(&patch.node) else {

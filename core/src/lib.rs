@@ -9,6 +9,7 @@ pub mod node_keys;
 pub mod options;
 pub mod parse_cache;
 pub mod plan;
+pub mod slim;
 pub mod snapshot;
 
 pub use effect::{Context, DeletionReason, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
@@ -17,6 +18,7 @@ pub use node_keys::NodeKeys;
 pub use options::{Options, OptionsError};
 pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
+pub use slim::{SlimContainerStatus, SlimJob, SlimPod, SlimPodStatus};
 pub use snapshot::{ClusterInfo, Snapshot, shared};
 
 pub mod jobs;

@@ -91,40 +91,63 @@ impl NodeStateCache {
     }
 }
 
-/// Node-state documents parsed by one pass: once per distinct annotation text that the
-/// [`NodeStateCache`] did not answer (most nodes of a fleet carry identical documents).
+/// Node-state documents of one pass: for each node and node-state key the document the
+/// [`NodeStateCache`] answered, and the documents this pass parsed, once per distinct
+/// annotation text the cache did not answer (most nodes of a fleet carry identical documents).
 pub(crate) struct PassDocs<'a> {
+    /// The node-state keys of the named NodeWrights, sorted.
+    keys: Vec<String>,
+    /// Cache answers, `keys.len()` per node, in the order of the nodes given to `build`.
+    hits: Vec<Option<&'a NodeState>>,
     by_text: IndexMap<&'a str, Result<NodeState, NodeStateError>>,
 }
 
 impl<'a> PassDocs<'a> {
-    /// Parses the node-state annotations of the NodeWrights named `nodewrights` on `nodes`
-    /// that `cache` does not hold.
+    /// Looks up in `cache`, or parses, the node-state annotations of the NodeWrights named
+    /// `nodewrights` on `nodes`.
     pub(crate) fn build(
-        nodes: &'a [Arc<Node>],
+        nodes: &[&'a Node],
         nodewrights: &[Arc<nodewright_crds::NodeWright>],
-        cache: &NodeStateCache,
+        cache: &'a NodeStateCache,
     ) -> Self {
-        let keys: BTreeSet<String> = nodewrights
+        let keys: Vec<String> = nodewrights
             .iter()
             .filter_map(|nw| nw.metadata.name.as_deref())
             .map(nodewright_crds::keys::node_state)
+            .collect::<BTreeSet<String>>()
+            .into_iter()
             .collect();
         let mut by_text: IndexMap<&'a str, Result<NodeState, NodeStateError>> = IndexMap::new();
+        let mut hits = Vec::with_capacity(nodes.len() * keys.len());
         for node in nodes {
             let name = node.metadata.name.as_deref().unwrap_or_default();
-            for (key, text) in node.metadata.annotations.iter().flatten() {
-                if !keys.contains(key)
-                    || by_text.contains_key(text.as_str())
-                    || cache.get(name, key, text).is_some()
-                {
+            let annotations = node.metadata.annotations.as_ref();
+            for key in &keys {
+                let Some(text) = annotations.and_then(|a| a.get(key)) else {
+                    hits.push(None);
                     continue;
+                };
+                // The cache first: a hit needs no hashing of the (long) text.
+                let hit = cache.get(name, key, text);
+                hits.push(hit);
+                if hit.is_none() && !by_text.contains_key(text.as_str()) {
+                    by_text.insert(text.as_str(), NodeState::parse(text));
                 }
-                let doc = NodeState::parse(text);
-                by_text.insert(text.as_str(), doc);
             }
         }
-        PassDocs { by_text }
+        PassDocs {
+            keys,
+            hits,
+            by_text,
+        }
+    }
+
+    /// What the cache answered for annotation `key` of the `i`-th node given to `build`:
+    /// `None` when `key` is not one this pass looked up, `Some(None)` when the cache did not
+    /// hold the node's text.
+    pub(crate) fn hit(&self, i: usize, key: &str) -> Option<Option<&'a NodeState>> {
+        let k = self.keys.binary_search_by(|k| k.as_str().cmp(key)).ok()?;
+        self.hits.get(i * self.keys.len() + k).copied()
     }
 
     /// The result of parsing `text`, when this pass parsed it.

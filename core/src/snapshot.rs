@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use nodewright_crds::{DeploymentPolicy, NodeWright};
+
+use crate::slim::{SlimJob, SlimPod};
 
 /// A consistent-enough view of the cluster for one pass (02-lifecycle.md R1).
 ///
@@ -20,10 +21,12 @@ pub struct Snapshot {
     pub policies: Vec<Arc<DeploymentPolicy>>,
     /// All Nodes.
     pub nodes: Vec<Arc<Node>>,
-    /// Jobs in the operator namespace carrying the `nodewright.nvidia.com/name` label.
-    pub jobs: Vec<Arc<Job>>,
-    /// Executor pods in the operator namespace (both `name` and `package` labels, D16).
-    pub executor_pods: Vec<Arc<Pod>>,
+    /// Jobs in the operator namespace carrying the `nodewright.nvidia.com/name` label, as
+    /// compact records ([`SlimJob`]).
+    pub jobs: Vec<Arc<SlimJob>>,
+    /// Executor pods in the operator namespace (both `name` and `package` labels, D16), as compact
+    /// records ([`SlimPod`]).
+    pub executor_pods: Vec<Arc<SlimPod>>,
     /// Other pods on nodes the operator may cordon, drain or gate interrupts on.
     pub workload_pods: Vec<Arc<Pod>>,
     /// ConfigMaps in the operator namespace labelled for a NodeWright.
@@ -42,7 +45,7 @@ pub struct ClusterInfo {
 }
 
 /// Wraps owned objects for a [`Snapshot`] field (tests, fixtures and tools that build snapshots
-/// from owned objects).
-pub fn shared<T>(objects: impl IntoIterator<Item = T>) -> Vec<std::sync::Arc<T>> {
-    objects.into_iter().map(std::sync::Arc::new).collect()
+/// from owned objects); typed Jobs and pods become their compact records.
+pub fn shared<T, U: From<T>>(objects: impl IntoIterator<Item = T>) -> Vec<Arc<U>> {
+    objects.into_iter().map(|o| Arc::new(U::from(o))).collect()
 }

@@ -861,7 +861,7 @@ fn r4_1_3_crash_loop_times_out_after_backoff_limit_plus_one_attempts() {
 #[test]
 fn r4_2_1_r4_2_2_r4_2_3_three_failure_classes() {
     let job = apply_job("u");
-    let class = |s| classify::failure_class(&pod_of(&job, "p", t0(), s));
+    let class = |s| classify::failure_class(&pod_of(&job, "p", t0(), s).into());
     assert_eq!(class(disrupted()), Some(PodFailureClass::Disruption));
     assert_eq!(
         class(admission_refusal()),
@@ -875,7 +875,7 @@ fn r4_2_1_r4_2_2_r4_2_3_three_failure_classes() {
 #[test]
 fn r4_3_1_genuine_predicate() {
     let job = apply_job("u");
-    let p = |s| pod_of(&job, "p", t0(), s);
+    let p = |s| -> nodewright_core::SlimPod { pod_of(&job, "p", t0(), s).into() };
     assert!(jobs::pod_failed_genuinely(&p(genuine_failure())));
     let oom = status(
         "Failed",
@@ -902,12 +902,9 @@ fn r4_3_1_genuine_predicate() {
 #[test]
 fn r4_3_2_deadline_kill_is_genuine_without_exit_code() {
     let job = apply_job("u");
-    assert!(jobs::pod_failed_genuinely(&pod_of(
-        &job,
-        "p",
-        t0(),
-        deadline_kill()
-    )));
+    assert!(jobs::pod_failed_genuinely(
+        &pod_of(&job, "p", t0(), deadline_kill()).into()
+    ));
 }
 
 #[test]

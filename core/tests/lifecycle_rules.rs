@@ -2207,7 +2207,7 @@ fn created_packages(plan: &nodewright_core::Plan) -> Vec<(String, String)> {
         .iter()
         .map(|j| {
             let stage = j.metadata.labels.as_ref().unwrap()[keys::LABEL_STAGE].clone();
-            (job_package(j), stage)
+            (job_package(*j), stage)
         })
         .collect()
 }

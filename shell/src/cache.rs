@@ -5,6 +5,7 @@
 //! executor pods and ConfigMaps to the operator namespace. Nodes, Jobs, pods, ConfigMaps and
 //! PodDisruptionBudgets are decoded without those fields in the first place ([`wire`]).
 
+use std::borrow::Cow;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
@@ -14,14 +15,15 @@ use futures::{Stream, StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::watcher;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
-use nodewright_core::{ClusterInfo, Snapshot};
+use nodewright_core::{ClusterInfo, SlimJob, SlimPod, Snapshot};
 use nodewright_crds::{DeploymentPolicy, NodeWright, keys};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
@@ -66,11 +68,11 @@ pub struct Caches {
     pub policies: Store<DeploymentPolicy>,
     /// Nodes (without images and managedFields).
     pub nodes: Store<Node>,
-    /// Jobs in the operator namespace carrying the name label.
-    pub jobs: Store<Job>,
+    /// Jobs in the operator namespace carrying the name label, as compact records.
+    pub jobs: Store<CachedJob>,
     /// Scheduled pods cluster-wide: executor pods (operator namespace, both labels) keep their
     /// status, workload pods are slimmed to what drain classification reads.
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// The operator namespace.
     pub namespace: String,
     /// ConfigMaps in the operator namespace.
@@ -101,7 +103,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::all(client.clone()),
         all.clone(),
         trigger,
-        strip_node,
+        stripped(strip_node),
         node_filter,
     );
     let jobs = spawn(
@@ -109,7 +111,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::namespaced(client.clone(), namespace),
         labelled,
         trigger,
-        slim::strip_job,
+        CachedJob::new,
         always,
     );
     let ns = namespace.to_string();
@@ -118,7 +120,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::all(client.clone()),
         scheduled,
         trigger,
-        move |p: &mut Pod| strip_any_pod(p, &ns),
+        move |p: Pod| CachedPod::new(p, &ns),
         always,
     );
     let config_maps = spawn(
@@ -126,7 +128,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::namespaced(client.clone(), namespace),
         all.clone(),
         trigger,
-        strip_meta,
+        stripped(strip_meta),
         always,
     );
     let pdbs = spawn(
@@ -134,7 +136,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::all(client.clone()),
         all,
         trigger,
-        strip_meta,
+        stripped(strip_meta),
         always,
     );
     let caches = Caches {
@@ -155,14 +157,24 @@ fn always<K>(_: &K) -> bool {
     true
 }
 
-fn spawn<K, S, F>(
+/// The conversion of a cache that keeps the typed object, stripped by `strip`.
+fn stripped<K>(mut strip: impl FnMut(&mut K)) -> impl FnMut(K) -> K {
+    move |mut object| {
+        strip(&mut object);
+        object
+    }
+}
+
+/// Watches `api` into a store of `C`, each object converted by `convert` on the way in (which
+/// strips it or turns it into a compact record).
+fn spawn<K, C, S, F>(
     tasks: &mut Vec<JoinHandle<()>>,
     api: Api<Wire<K>>,
     config: watcher::Config,
     trigger: &Trigger,
-    strip: S,
+    mut convert: S,
     mut relevant: F,
-) -> Store<K>
+) -> Store<C>
 where
     K: Resource
         + Slim
@@ -174,16 +186,17 @@ where
         + Sync
         + 'static,
     K::DynamicType: Default + Eq + Hash + Clone,
-    S: FnMut(&mut K) + Send + 'static,
-    F: FnMut(&K) -> bool + Send + 'static,
+    C: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
+    S: FnMut(K) -> C + Send + 'static,
+    F: FnMut(&C) -> bool + Send + 'static,
 {
     let (reader, writer) = reflector::store();
     let trigger = trigger.clone();
-    let stream = watcher(api, config)
+    let events = watcher(api, config)
         .default_backoff()
         .try_filter_map(|event| std::future::ready(Ok(wire::unwrap(event))))
-        .modify(strip)
-        .reflect(writer);
+        .map_ok(move |event| map_event(event, &mut convert));
+    let stream = reflector::reflector(writer, events);
     tasks.push(tokio::spawn(async move {
         drive(stream, move |event| {
             let fire = match event {
@@ -199,6 +212,108 @@ where
     }));
     reader
 }
+
+/// A watch event with its object converted by `convert`.
+fn map_event<K, C>(event: Event<K>, convert: &mut impl FnMut(K) -> C) -> Event<C> {
+    match event {
+        Event::Apply(o) => Event::Apply(convert(o)),
+        Event::Delete(o) => Event::Delete(convert(o)),
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(convert(o)),
+        Event::InitDone => Event::InitDone,
+    }
+}
+
+/// An executor Job as its cache holds it: stripped ([`strip_job`]) and kept as the compact
+/// record the core reads ([`SlimJob`]).
+#[derive(Clone, Debug)]
+pub struct CachedJob(pub Arc<SlimJob>);
+
+impl CachedJob {
+    /// Strips `job` and keeps its compact record.
+    pub fn new(mut job: Job) -> Self {
+        slim::strip_job(&mut job);
+        CachedJob(Arc::new(SlimJob::from(job)))
+    }
+}
+
+/// A pod as its cache holds it: an executor pod (D16) as the compact record the core reads
+/// ([`SlimPod`]), any other pod typed and stripped to what drain classification reads.
+#[derive(Clone, Debug)]
+pub enum CachedPod {
+    /// An executor pod.
+    Executor(Arc<SlimPod>),
+    /// A workload pod.
+    Workload(Arc<Pod>),
+}
+
+impl CachedPod {
+    /// Strips `pod` as its cache does ([`strip_any_pod`]) and keeps it in the form the core reads.
+    pub fn new(mut pod: Pod, namespace: &str) -> Self {
+        if is_executor(&pod, namespace) {
+            strip_executor_pod(&mut pod);
+            CachedPod::Executor(Arc::new(SlimPod::from(pod)))
+        } else {
+            strip_pod(&mut pod);
+            CachedPod::Workload(Arc::new(pod))
+        }
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            CachedPod::Executor(p) => &p.metadata,
+            CachedPod::Workload(p) => &p.metadata,
+        }
+    }
+}
+
+/// The reflector's view of an object: its kind and identity from `metadata`.
+macro_rules! lookup {
+    ($type:ty, $group:literal, $version:literal, $kind:literal, $plural:literal, $meta:expr) => {
+        impl Lookup for $type {
+            type DynamicType = ();
+
+            fn kind(_: &()) -> Cow<'_, str> {
+                $kind.into()
+            }
+
+            fn group(_: &()) -> Cow<'_, str> {
+                $group.into()
+            }
+
+            fn version(_: &()) -> Cow<'_, str> {
+                $version.into()
+            }
+
+            fn plural(_: &()) -> Cow<'_, str> {
+                $plural.into()
+            }
+
+            fn name(&self) -> Option<Cow<'_, str>> {
+                let meta: fn(&Self) -> &ObjectMeta = $meta;
+                meta(self).name.as_deref().map(Cow::Borrowed)
+            }
+
+            fn namespace(&self) -> Option<Cow<'_, str>> {
+                let meta: fn(&Self) -> &ObjectMeta = $meta;
+                meta(self).namespace.as_deref().map(Cow::Borrowed)
+            }
+
+            fn resource_version(&self) -> Option<Cow<'_, str>> {
+                let meta: fn(&Self) -> &ObjectMeta = $meta;
+                meta(self).resource_version.as_deref().map(Cow::Borrowed)
+            }
+
+            fn uid(&self) -> Option<Cow<'_, str>> {
+                let meta: fn(&Self) -> &ObjectMeta = $meta;
+                meta(self).uid.as_deref().map(Cow::Borrowed)
+            }
+        }
+    };
+}
+
+lookup!(CachedJob, "batch", "v1", "Job", "jobs", |j| &j.0.metadata);
+lookup!(CachedPod, "", "v1", "Pod", "pods", CachedPod::meta);
 
 /// Like [`spawn`] for a custom resource, but watched as raw JSON and decoded per object
 /// ([`decode`]): an object that does not decode is reported and left out of the store instead of
@@ -359,15 +474,14 @@ impl Caches {
             nodewrights: self.nodewrights.state(),
             policies: self.policies.state(),
             nodes: self.nodes.state(),
-            jobs: self.jobs.state(),
+            jobs: self.jobs.state().iter().map(|j| j.0.clone()).collect(),
             pod_disruption_budgets: self.pdbs.state(),
             cluster: cluster.clone(),
             ..Snapshot::default()
         };
         assemble(
-            &self.namespace,
             base,
-            self.pods.state(),
+            self.pods.state().iter().map(|p| (**p).clone()),
             self.config_maps.state(),
         )
     }
@@ -390,9 +504,8 @@ impl Caches {
 /// ConfigMaps a pass reads: executor pods (D16) whole, workload pods only on touched nodes,
 /// ConfigMaps only with the operator's labels. The simulator assembles its snapshots with it too.
 pub fn assemble(
-    namespace: &str,
     mut base: Snapshot,
-    pods: impl IntoIterator<Item = Arc<Pod>>,
+    pods: impl IntoIterator<Item = CachedPod>,
     config_maps: impl IntoIterator<Item = Arc<ConfigMap>>,
 ) -> Snapshot {
     let touched: BTreeSet<&str> = base
@@ -404,10 +517,14 @@ pub fn assemble(
     let mut executor_pods = Vec::new();
     let mut workload_pods = Vec::new();
     for p in pods {
-        if is_executor(&p, namespace) {
-            executor_pods.push(p);
-        } else if p
-            .spec
+        let p = match p {
+            CachedPod::Executor(p) => {
+                executor_pods.push(p);
+                continue;
+            }
+            CachedPod::Workload(p) => p,
+        };
+        if p.spec
             .as_ref()
             .and_then(|s| s.node_name.as_deref())
             .is_some_and(|n| touched.contains(n))
@@ -518,12 +635,16 @@ mod snapshot_tests {
         let idle = json!({"metadata": {"name": "c"}});
         let exec_labels = json!({keys::LABEL_NAME: "nw", keys::PACKAGE: "p-1"});
         let (nodes, _w1) = filled::<Node>(vec![touched, cordoned, idle]);
-        let (pods, _w2) = filled::<Pod>(vec![
+        let (pods, mut w2) = reflector::store::<CachedPod>();
+        for p in [
             pod("w", "on-a", "1", "a", json!({})),
             pod("w", "on-b", "2", "b", json!({})),
             pod("w", "on-c", "3", "c", json!({})),
             pod("nodewright", "exec", "4", "a", exec_labels.clone()),
-        ]);
+        ] {
+            let p: Pod = serde_json::from_value(p).unwrap_or_default();
+            w2.apply_watcher_event(&Event::Apply(CachedPod::new(p, "nodewright")));
+        }
         let (config_maps, _w4) = filled::<ConfigMap>(vec![
             json!({"metadata": {"namespace": "nodewright", "name": "x", "labels": {keys::LABEL_NAME: "nw"}}}),
             json!({"metadata": {"namespace": "nodewright", "name": "m", "labels": {keys::NODE_META: "nw"}}}),

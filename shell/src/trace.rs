@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
-use kube::Resource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewright_core::Effect;
 use nodewright_core::{Plan, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -371,8 +371,7 @@ impl TraceRecorder {
     }
 }
 
-fn key_of<K: Resource>(kind: &'static str, o: &K) -> (Key, String) {
-    let m = o.meta();
+fn key_of(kind: &'static str, m: &ObjectMeta) -> (Key, String) {
     (
         (
             kind,
@@ -388,7 +387,7 @@ fn objects_of(s: &Snapshot) -> Vec<(Key, String, AnyObject)> {
     macro_rules! add {
         ($list:expr, $kind:literal) => {
             for o in $list.iter().map(|o| &**o) {
-                let (k, rv) = key_of($kind, o);
+                let (k, rv) = key_of($kind, &o.metadata);
                 let json = to_json(&k, o);
                 out.push((k, rv, json));
             }

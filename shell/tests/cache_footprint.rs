@@ -206,3 +206,75 @@ fn watch_decode_heap() {
         took / n.max(1)
     );
 }
+
+/// The recorded executor Job and pod of `shell/src/cache/testdata`, made `n` distinct objects
+/// (name, uid, node and controller uid differ as across a rollout).
+fn recorded(n: usize) -> Vec<(Job, Pod)> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/cache/testdata");
+    let read = |file: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(format!("{dir}/{file}")).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or_default()
+    };
+    let (job, pod) = (read("executor_job.json"), read("executor_pod.json"));
+    (0..n)
+        .map(|i| {
+            let text = |v: &serde_json::Value| {
+                v.to_string()
+                    .replace("scale-node-0", &format!("scale-node-{i}"))
+                    .replace("4cdd4474-0a04", &format!("{i:08x}-0a04"))
+            };
+            let j: Job = serde_json::from_str(&text(&job)).unwrap_or_default();
+            let p: Pod = serde_json::from_str(&text(&pod)).unwrap_or_default();
+            (j, p)
+        })
+        .collect()
+}
+
+/// Heap per retained executor Job + pod as the caches keep them, typed and stripped (before the
+/// compact records) against compact records, each in a reflector store as the caches do.
+/// Run by hand: `cargo test -p nodewright-shell --test cache_footprint -- --ignored --nocapture compact_record_heap`.
+#[test]
+#[ignore]
+fn compact_record_heap() {
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+    use nodewright_shell::cache::{CachedJob, CachedPod};
+    const N: usize = 2_000;
+    let objects = recorded(N);
+    println!(
+        "size_of Job {} Pod {} | SlimJob {} SlimPod {} | ContainerStatus {} SlimContainerStatus {}",
+        std::mem::size_of::<Job>(),
+        std::mem::size_of::<Pod>(),
+        std::mem::size_of::<nodewright_core::SlimJob>(),
+        std::mem::size_of::<nodewright_core::SlimPod>(),
+        std::mem::size_of::<k8s_openapi::api::core::v1::ContainerStatus>(),
+        std::mem::size_of::<nodewright_core::SlimContainerStatus>(),
+    );
+    let before = in_use();
+    let (jobs, mut job_writer) = store::<Job>();
+    let (pods, mut pod_writer) = store::<Pod>();
+    for (j, p) in &objects {
+        let (mut j, mut p) = (j.clone(), p.clone());
+        strip_job(&mut j);
+        strip_any_pod(&mut p, "nodewright");
+        job_writer.apply_watcher_event(&Event::Apply(j));
+        pod_writer.apply_watcher_event(&Event::Apply(p));
+    }
+    let typed = (in_use() - before) / (jobs.len().max(1));
+    drop((jobs, job_writer, pods, pod_writer));
+    let before = in_use();
+    let (jobs, mut job_writer) = store::<CachedJob>();
+    let (pods, mut pod_writer) = store::<CachedPod>();
+    for (j, p) in &objects {
+        job_writer.apply_watcher_event(&Event::Apply(CachedJob::new(j.clone())));
+        pod_writer.apply_watcher_event(&Event::Apply(CachedPod::new(p.clone(), "nodewright")));
+    }
+    let compact = (in_use() - before) / (jobs.len().max(1));
+    println!(
+        "{} Jobs + {} pods in reflector stores: typed and stripped {typed} B per Job + pod, compact records {compact} B ({:.2}x)",
+        jobs.len(),
+        pods.len(),
+        compact as f64 / typed.max(1) as f64
+    );
+    assert!(compact < typed);
+}

@@ -1,10 +1,71 @@
 //! Facts read off objects, shared by invariants, expectations and timelines.
 
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use nodewright_core::SlimJob;
 use nodewright_crds::{NodeState, NodeWright, keys};
 
-use crate::world::job_finished;
+/// The parts of a Job the facts read: from a stored [`Job`] or a snapshot's [`SlimJob`].
+pub trait JobLike {
+    /// The Job's metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// The Job's status.
+    fn job_status(&self) -> Option<&JobStatus>;
+    /// The template's `nodeName`.
+    fn template_node(&self) -> Option<&str>;
+}
+
+// One body for both forms: the record keeps the Job's field paths.
+macro_rules! joblike_impls {
+    ($($t:ty),+) => {$(
+        impl JobLike for $t {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn job_status(&self) -> Option<&JobStatus> {
+                self.status.as_ref()
+            }
+
+            fn template_node(&self) -> Option<&str> {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|s| s.node_name.as_deref())
+            }
+        }
+    )+};
+}
+
+joblike_impls!(Job, SlimJob);
+
+macro_rules! job_like_through {
+    ($($pointer:ty),*) => {$(
+        impl<T: JobLike + ?Sized> JobLike for $pointer {
+            fn meta(&self) -> &ObjectMeta {
+                (**self).meta()
+            }
+
+            fn job_status(&self) -> Option<&JobStatus> {
+                (**self).job_status()
+            }
+
+            fn template_node(&self) -> Option<&str> {
+                (**self).template_node()
+            }
+        }
+    )*};
+}
+
+job_like_through!(&T, Box<T>, std::sync::Arc<T>);
+
+/// The Job has condition `kind` with status `True`.
+fn condition(job: &impl JobLike, kind: &str) -> bool {
+    job.job_status()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
 
 /// What an executor Job is for.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,31 +87,23 @@ pub struct JobFacts {
 }
 
 /// The Job has its `Complete` condition (it succeeded).
-pub fn succeeded(job: &Job) -> bool {
-    job.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| {
-            c.iter()
-                .any(|c| c.type_ == "Complete" && c.status == "True")
-        })
+pub fn succeeded(job: &impl JobLike) -> bool {
+    condition(job, "Complete")
 }
 
 /// Facts of a Job labelled for a NodeWright; `None` for other Jobs.
-pub fn job_facts(job: &Job) -> Option<JobFacts> {
-    let labels = job.metadata.labels.clone().unwrap_or_default();
+pub fn job_facts(job: &impl JobLike) -> Option<JobFacts> {
+    let labels = job.meta().labels.clone().unwrap_or_default();
     let nodewright = labels.get(keys::LABEL_NAME)?.clone();
-    let annotations = job.metadata.annotations.clone().unwrap_or_default();
+    let annotations = job.meta().annotations.clone().unwrap_or_default();
     let package: serde_json::Value = annotations
         .get(keys::PACKAGE)
         .and_then(|a| serde_json::from_str(a).ok())
         .unwrap_or_default();
     let text = |k: &str| package.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let node = job
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|s| s.node_name.clone())
+        .template_node()
+        .map(str::to_string)
         .or_else(|| labels.get(keys::LABEL_NODE).cloned())
         .unwrap_or_default();
     Some(JobFacts {
@@ -66,7 +119,8 @@ pub fn job_facts(job: &Job) -> Option<JobFacts> {
         interrupt: labels
             .get(keys::LABEL_INTERRUPT)
             .is_some_and(|v| v == "True"),
-        unfinished: !job_finished(job) && job.metadata.deletion_timestamp.is_none(),
+        unfinished: !(condition(job, "Complete") || condition(job, "Failed"))
+            && job.meta().deletion_timestamp.is_none(),
     })
 }
 

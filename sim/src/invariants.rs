@@ -256,7 +256,7 @@ impl Checker {
         let unfinished: Vec<_> = snapshot
             .jobs
             .iter()
-            .filter_map(|j| job_facts(j))
+            .filter_map(job_facts)
             .filter(|f| f.unfinished)
             .collect();
         let mut deleted: BTreeSet<String> = BTreeSet::new();
@@ -292,7 +292,7 @@ impl Checker {
                         .filter(|j| {
                             !deleted.contains(j.metadata.name.as_deref().unwrap_or_default())
                         })
-                        .filter_map(|j| job_facts(j))
+                        .filter_map(job_facts)
                         .filter(|o| o.unfinished && o.node == f.node)
                         .collect();
                     if live_same
@@ -384,7 +384,7 @@ impl Checker {
                         .jobs
                         .iter()
                         .find(|j| j.metadata.name.as_deref() == Some(name))
-                        .and_then(|j| job_facts(j))
+                        .and_then(job_facts)
                         .map(|f| f.nodewright);
                     if let Some(nw) = owner.as_ref().and_then(|o| nws.get(o))
                         && (facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE))

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
-use nodewright_shell::cache::{assemble, strip_any_pod, strip_job, strip_meta, strip_node};
+use nodewright_shell::cache::{CachedJob, CachedPod, assemble, strip_meta, strip_node};
 
 use crate::objects::Objects;
 
@@ -47,11 +47,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
                         .as_ref()
                         .is_some_and(|l| l.contains_key(keys::LABEL_NAME))
             })
-            .map(|j| {
-                let mut j = j.clone();
-                strip_job(&mut j);
-                Arc::new(j)
-            })
+            .map(|j| CachedJob::new(j.clone()).0)
             .collect(),
         pod_disruption_budgets: objects.pdbs.values().map(stripped!()).collect(),
         cluster: ClusterInfo {
@@ -68,11 +64,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
                 .and_then(|s| s.node_name.as_deref())
                 .is_some_and(|n| !n.is_empty())
         })
-        .map(|p| {
-            let mut p = p.clone();
-            strip_any_pod(&mut p, namespace);
-            Arc::new(p)
-        })
+        .map(|p| CachedPod::new(p.clone(), namespace))
         .collect();
     let config_maps: Vec<_> = objects
         .config_maps
@@ -80,5 +72,5 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
         .filter(|c| in_ns(&c.metadata.namespace))
         .map(stripped!())
         .collect();
-    assemble(namespace, base, pods, config_maps)
+    assemble(base, pods, config_maps)
 }

@@ -167,13 +167,13 @@ fn i17_finalizer_stays_while_an_enabled_package_is_installed() {
     let mut snapshot = Snapshot {
         nodewrights: vec![std::sync::Arc::new(nodewright(pkg))],
         nodes: vec![std::sync::Arc::new(node(false, Some(doc)))],
-        jobs: vec![std::sync::Arc::new(job("uninstall", false))],
+        jobs: vec![std::sync::Arc::new(job("uninstall", false).into())],
         ..Snapshot::default()
     };
     let rules = check(&snapshot, vec![remove()]);
     assert!(rules.iter().any(|r| r.starts_with("I17 ")), "{rules:?}");
     // The uninstall Job succeeded: the same pass records it and may let the CR go.
-    snapshot.jobs = vec![std::sync::Arc::new(job("uninstall", true))];
+    snapshot.jobs = vec![std::sync::Arc::new(job("uninstall", true).into())];
     assert_eq!(check(&snapshot, vec![remove()]), Vec::<String>::new());
 }
 

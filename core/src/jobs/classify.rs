@@ -1,8 +1,7 @@
 //! Job and pod classification (03-executor.md §3.9, §6.1–6.2; 04-jobs-rules.md §4.2–4.3).
 
+use crate::slim::{SlimContainerStatus, SlimJob, SlimPod};
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 
 /// The lifecycle state of a Job as read from its conditions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -36,7 +35,7 @@ pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 
 fn condition_true<'a>(
-    job: &'a Job,
+    job: &'a SlimJob,
     kind: &str,
 ) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
     job.status
@@ -48,7 +47,7 @@ fn condition_true<'a>(
 }
 
 /// Classifies a Job by its conditions.
-pub fn job_state(job: &Job) -> JobState {
+pub fn job_state(job: &SlimJob) -> JobState {
     if condition_true(job, "Complete").is_some() {
         return JobState::Complete;
     }
@@ -68,7 +67,7 @@ pub fn job_state(job: &Job) -> JobState {
 }
 
 /// `status.failed` of a Job (the attempt count recorded as `restarts`, 04 rule 3.10).
-pub fn failed_attempts(job: &Job) -> i32 {
+pub fn failed_attempts(job: &SlimJob) -> i32 {
     job.status.as_ref().and_then(|s| s.failed).unwrap_or(0)
 }
 
@@ -85,7 +84,7 @@ pub enum PodFailureClass {
     NoVerdict,
 }
 
-fn pod_phase(pod: &Pod) -> &str {
+fn pod_phase(pod: &SlimPod) -> &str {
     pod.status
         .as_ref()
         .and_then(|s| s.phase.as_deref())
@@ -93,7 +92,7 @@ fn pod_phase(pod: &Pod) -> &str {
 }
 
 /// True when the pod carries `DisruptionTarget=True`.
-pub fn has_disruption_target(pod: &Pod) -> bool {
+pub fn has_disruption_target(pod: &SlimPod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
@@ -104,17 +103,17 @@ pub fn has_disruption_target(pod: &Pod) -> bool {
 }
 
 /// True when the pod has a deletion timestamp.
-pub fn is_terminating(pod: &Pod) -> bool {
+pub fn is_terminating(pod: &SlimPod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
 /// Deadline kill: phase `Failed` and pod-level reason `DeadlineExceeded` (04 rule 4.3.2).
-pub fn deadline_kill(pod: &Pod) -> bool {
+pub fn deadline_kill(pod: &SlimPod) -> bool {
     pod_phase(pod) == "Failed"
         && pod.status.as_ref().and_then(|s| s.reason.as_deref()) == Some(DEADLINE_EXCEEDED)
 }
 
-fn init_statuses(pod: &Pod) -> &[ContainerStatus] {
+fn init_statuses(pod: &SlimPod) -> &[SlimContainerStatus] {
     pod.status
         .as_ref()
         .and_then(|s| s.init_container_statuses.as_deref())
@@ -122,7 +121,7 @@ fn init_statuses(pod: &Pod) -> &[ContainerStatus] {
 }
 
 /// The first init container that has not terminated with exit code 0, if any.
-pub fn first_unsuccessful_init(pod: &Pod) -> Option<&ContainerStatus> {
+pub fn first_unsuccessful_init(pod: &SlimPod) -> Option<&SlimContainerStatus> {
     init_statuses(pod).iter().find(|cs| {
         cs.state
             .as_ref()
@@ -133,7 +132,7 @@ pub fn first_unsuccessful_init(pod: &Pod) -> Option<&ContainerStatus> {
 
 /// The container half of 4.3.1: the first unsuccessful init container terminated with a reason
 /// other than `ContainerStatusUnknown`, or waits in `CrashLoopBackOff`.
-pub fn genuine_verdict(pod: &Pod) -> bool {
+pub fn genuine_verdict(pod: &SlimPod) -> bool {
     let Some(cs) = first_unsuccessful_init(pod) else {
         return false;
     };
@@ -151,14 +150,14 @@ pub fn genuine_verdict(pod: &Pod) -> bool {
 
 /// `podFailedGenuinely` (04 rule 4.3.1): the one predicate every "is this the package's failure"
 /// question uses.
-pub fn pod_failed_genuinely(pod: &Pod) -> bool {
+pub fn pod_failed_genuinely(pod: &SlimPod) -> bool {
     pod_phase(pod) == "Failed"
         && !has_disruption_target(pod)
         && (deadline_kill(pod) || genuine_verdict(pod))
 }
 
 /// Classifies a pod in phase `Failed`; `None` for any other phase.
-pub fn failure_class(pod: &Pod) -> Option<PodFailureClass> {
+pub fn failure_class(pod: &SlimPod) -> Option<PodFailureClass> {
     if pod_phase(pod) != "Failed" {
         return None;
     }
@@ -181,14 +180,14 @@ pub fn failure_class(pod: &Pod) -> Option<PodFailureClass> {
 
 /// The in-flight genuine-failure test of 4.3.3: live (not terminating, no disruption) and a
 /// deadline kill or a genuine container verdict; the phase need not be `Failed` yet.
-pub fn live_genuine_failure(pod: &Pod) -> bool {
+pub fn live_genuine_failure(pod: &SlimPod) -> bool {
     !is_terminating(pod)
         && !has_disruption_target(pod)
         && (deadline_kill(pod) || genuine_verdict(pod))
 }
 
 /// Restart count of the named container among the pod's init containers (0 when absent).
-pub fn init_restart_count(pod: &Pod, container: &str) -> i32 {
+pub fn init_restart_count(pod: &SlimPod, container: &str) -> i32 {
     init_statuses(pod)
         .iter()
         .find(|c| c.name == container)
@@ -197,7 +196,7 @@ pub fn init_restart_count(pod: &Pod, container: &str) -> i32 {
 
 /// When the waiting of the first unsuccessful init container began, per D25: the preceding init
 /// container's `finishedAt`, or the pod's `startTime` for the first one.
-pub fn waiting_since(pod: &Pod) -> Option<Timestamp> {
+pub fn waiting_since(pod: &SlimPod) -> Option<Timestamp> {
     let statuses = init_statuses(pod);
     let index = statuses.iter().position(|cs| {
         cs.state
@@ -229,7 +228,7 @@ pub fn image_pull_waiting(reason: &str) -> bool {
 }
 
 /// The waiting (container, reason, message) of the first unsuccessful init container, if it waits.
-pub fn stuck_container(pod: &Pod) -> Option<(String, String, String)> {
+pub fn stuck_container(pod: &SlimPod) -> Option<(String, String, String)> {
     let cs = first_unsuccessful_init(pod)?;
     let waiting = cs.state.as_ref()?.waiting.as_ref()?;
     Some((
@@ -240,7 +239,7 @@ pub fn stuck_container(pod: &Pod) -> Option<(String, String, String)> {
 }
 
 /// True when the pod is `Pending` and the kubelet never set `status.startTime` (D11/D13, K13).
-pub fn never_started(pod: &Pod) -> bool {
+pub fn never_started(pod: &SlimPod) -> bool {
     pod_phase(pod) == "Pending"
         && pod
             .status

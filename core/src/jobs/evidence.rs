@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::{NodeState, State, keys};
 
 use super::classify::{
@@ -19,9 +19,10 @@ use super::outcome::{
 };
 use crate::Options;
 use crate::effect::Effect;
+use crate::slim::SlimPod;
 
 /// The newest child pod that is not terminating (the live attempt), if any.
-fn live_pod<'p>(job: &ExecutorJob<'p>) -> Option<&'p Pod> {
+fn live_pod<'p>(job: &ExecutorJob<'p>) -> Option<&'p SlimPod> {
     job.pods
         .iter()
         .rev()
@@ -158,7 +159,7 @@ pub(super) fn active(
     }
 }
 
-fn failing_container(pod: &Pod) -> (String, String, String) {
+fn failing_container(pod: &SlimPod) -> (String, String, String) {
     if classify::deadline_kill(pod) {
         let message = pod
             .status
@@ -197,7 +198,7 @@ fn failing_container(pod: &Pod) -> (String, String, String) {
 /// D18 (04 §8.10): end a crash-looping non-reboot interrupt Job past its restart allowance.
 fn end_interrupt(
     job: &ExecutorJob,
-    pod: &Pod,
+    pod: &SlimPod,
     open: bool,
     failure_target: bool,
 ) -> Option<Vec<Effect>> {
@@ -257,7 +258,7 @@ fn last_logs_waiting(job: &ExecutorJob) -> Vec<Effect> {
     if job.pods.iter().any(|p| pod_failed_genuinely(p)) {
         return Vec::new();
     }
-    let phase = |p: &Pod| {
+    let phase = |p: &SlimPod| {
         p.status
             .as_ref()
             .and_then(|s| s.phase.clone())

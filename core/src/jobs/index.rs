@@ -6,14 +6,13 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Pod;
 use nodewright_crds::{Stage, keys};
 
 use super::annotation::PackageAnnotation;
 use super::classify::{JobState, job_state};
 use super::naming::node_label_value;
 use crate::effect::Context;
+use crate::slim::{SlimJob, SlimPod};
 use crate::{Options, Snapshot};
 
 /// Label Kubernetes puts on a Job's child pods (never select children by job name, 03 §3.9).
@@ -23,7 +22,7 @@ pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 #[derive(Clone, Debug)]
 pub struct ExecutorJob<'a> {
     /// The Job object.
-    pub job: &'a Job,
+    pub job: &'a SlimJob,
     /// `metadata.name`.
     pub name: String,
     /// `metadata.uid`.
@@ -49,7 +48,7 @@ pub struct ExecutorJob<'a> {
     /// The Job has a deletion timestamp (still unfinished, 04 rule 2.2).
     pub terminating: bool,
     /// Child pods (by controller uid), sorted by creation timestamp then name.
-    pub pods: Vec<&'a Pod>,
+    pub pods: Vec<&'a SlimPod>,
 }
 
 impl ExecutorJob<'_> {
@@ -112,7 +111,7 @@ fn label<'a>(object_labels: Option<&'a BTreeMap<String, String>>, key: &str) -> 
     object_labels.and_then(|l| l.get(key)).map(String::as_str)
 }
 
-fn sort_pods(pods: &mut [&Pod]) {
+fn sort_pods(pods: &mut [&SlimPod]) {
     pods.sort_by(|a, b| {
         let ta = a.metadata.creation_timestamp.as_ref().map(|t| t.0);
         let tb = b.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -127,7 +126,7 @@ impl<'a> ExecutorIndex<'a> {
     pub fn build(snapshot: &'a Snapshot, options: &Options) -> Self {
         let in_namespace =
             |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
-        let mut children: BTreeMap<&str, Vec<&'a Pod>> = BTreeMap::new();
+        let mut children: BTreeMap<&str, Vec<&'a SlimPod>> = BTreeMap::new();
         for pod in &snapshot.executor_pods {
             let labels = pod.metadata.labels.as_ref();
             if !in_namespace(&pod.metadata.namespace)
@@ -143,7 +142,7 @@ impl<'a> ExecutorIndex<'a> {
         // Package annotations repeat across nodes: parse each distinct text once.
         let mut parsed: IndexMap<&'a str, Option<Arc<PackageAnnotation>>> = IndexMap::new();
         // Sort references, not the (large) read records.
-        let mut sorted: Vec<&'a Job> = snapshot
+        let mut sorted: Vec<&'a SlimJob> = snapshot
             .jobs
             .iter()
             .map(|j| &**j)
@@ -257,8 +256,8 @@ impl<'a> ExecutorIndex<'a> {
 }
 
 fn read_job<'a>(
-    job: &'a Job,
-    children: &BTreeMap<&str, Vec<&'a Pod>>,
+    job: &'a SlimJob,
+    children: &BTreeMap<&str, Vec<&'a SlimPod>>,
     parsed: &mut IndexMap<&'a str, Option<Arc<PackageAnnotation>>>,
 ) -> Option<ExecutorJob<'a>> {
     let labels = job.metadata.labels.as_ref();

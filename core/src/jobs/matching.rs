@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewright_crds::{Interrupt, InterruptType, NodeWright, Package, Stage, keys};
 
 use super::builder::{JobInputs, OPERATOR_ENV, build_interrupt_job, build_package_job};
@@ -17,17 +18,60 @@ use super::index::ExecutorJob;
 use super::naming::package_label;
 use super::quantity::same_value;
 use crate::Options;
+use crate::slim::SlimJob;
 
-fn annotation<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
-    job.metadata
+/// The parts of a Job the comparisons read, from a Job the builder produced ([`Job`]) or one of
+/// the snapshot ([`SlimJob`]).
+pub trait JobParts {
+    /// The Job's metadata.
+    fn meta(&self) -> &ObjectMeta;
+    /// The Job-level and the template's `activeDeadlineSeconds`; `None` without a spec.
+    fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)>;
+    /// The template's init containers.
+    fn init_containers(&self) -> &[Container];
+}
+
+// One body for both forms: the record keeps the Job's field paths.
+macro_rules! jobparts_impls {
+    ($($t:ty),+) => {$(
+        impl JobParts for $t {
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+
+            fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
+                let spec = self.spec.as_ref()?;
+                let template = spec
+                    .template
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.active_deadline_seconds);
+                Some((spec.active_deadline_seconds, template))
+            }
+
+            fn init_containers(&self) -> &[Container] {
+                self.spec
+                    .as_ref()
+                    .and_then(|s| s.template.spec.as_ref())
+                    .and_then(|s| s.init_containers.as_deref())
+                    .unwrap_or_default()
+            }
+        }
+    )+};
+}
+
+jobparts_impls!(Job, SlimJob);
+
+fn annotation<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
+    job.meta()
         .annotations
         .as_ref()
         .and_then(|a| a.get(key))
         .map(String::as_str)
 }
 
-fn label<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
-    job.metadata
+fn label<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
+    job.meta()
         .labels
         .as_ref()
         .and_then(|a| a.get(key))
@@ -36,24 +80,20 @@ fn label<'a>(job: &'a Job, key: &str) -> Option<&'a str> {
 
 /// The deadline a Job carries: the template's `activeDeadlineSeconds` for package Jobs, the
 /// Job-level one for interrupt Jobs; an absent field counts as 0 (04 §6.6 item 3).
-pub fn job_deadline(job: &Job) -> i64 {
-    let Some(spec) = job.spec.as_ref() else {
+pub fn job_deadline(job: &impl JobParts) -> i64 {
+    let Some((job_level, template)) = job.deadlines() else {
         return 0;
     };
     if label(job, keys::LABEL_INTERRUPT) == Some("True") {
-        spec.active_deadline_seconds.unwrap_or(0)
+        job_level.unwrap_or(0)
     } else {
-        spec.template
-            .spec
-            .as_ref()
-            .and_then(|s| s.active_deadline_seconds)
-            .unwrap_or(0)
+        template.unwrap_or(0)
     }
 }
 
 /// Compares an existing Job with the Job the builder produces now (same kind and stage):
 /// fingerprint when the existing Job has one, else the reference template comparison.
-pub fn executor_matches(existing: &Job, expected: &Job) -> bool {
+pub fn executor_matches(existing: &SlimJob, expected: &Job) -> bool {
     if label(existing, keys::PACKAGE) != label(expected, keys::PACKAGE) {
         return false;
     }
@@ -63,16 +103,8 @@ pub fn executor_matches(existing: &Job, expected: &Job) -> bool {
     }
 }
 
-fn init_containers(job: &Job) -> &[Container] {
-    job.spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .and_then(|s| s.init_containers.as_deref())
-        .unwrap_or_default()
-}
-
 /// The reference comparison of 03 §4.1 on two pod templates.
-fn template_matches(existing: &Job, expected: &Job) -> bool {
+fn template_matches(existing: &SlimJob, expected: &Job) -> bool {
     let interrupt = label(existing, keys::LABEL_INTERRUPT) == Some("True");
     let limit_ranger = existing
         .spec
@@ -80,7 +112,7 @@ fn template_matches(existing: &Job, expected: &Job) -> bool {
         .and_then(|s| s.template.metadata.as_ref())
         .and_then(|m| m.annotations.as_ref())
         .is_some_and(|a| a.contains_key("kubernetes.io/limit-ranger"));
-    let (actual, wanted) = (init_containers(existing), init_containers(expected));
+    let (actual, wanted) = (existing.init_containers(), expected.init_containers());
     if actual.len() != wanted.len() {
         return false;
     }
@@ -317,6 +349,6 @@ pub fn timed_out_still_matches_with(
 }
 
 /// True when the package label of `job` equals `<name>-<version>`.
-pub fn label_is(job: &Job, name: &str, version: &str) -> bool {
+pub fn label_is(job: &impl JobParts, name: &str, version: &str) -> bool {
     label(job, keys::PACKAGE) == Some(package_label(name, version).as_str())
 }

@@ -10,12 +10,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Node;
 use nodewright_crds::{NodeState, PackageStatus, Stage, State, keys};
 
 use super::classify::{self, BACKOFF_LIMIT_EXCEEDED, JobState, pod_failed_genuinely};
 use super::index::{ExecutorIndex, ExecutorJob};
 use crate::effect::{DeletionReason, Effect, EventSpec, ObjectRef};
+use crate::slim::SlimPod;
 use crate::{Options, Snapshot};
 
 pub use super::record::{entry_changes, record_events};
@@ -169,7 +170,7 @@ pub fn marker(job: &ExecutorJob, ttl: Duration) -> Effect {
 /// Archive pruning (04 §4.5.1): among genuinely failed, non-terminating child pods keep the first
 /// and the last, delete the ones between (normal delete, reason `archive-prune`).
 pub fn prune_archives(job: &ExecutorJob) -> Vec<Effect> {
-    let archives: Vec<&&Pod> = job
+    let archives: Vec<&&SlimPod> = job
         .pods
         .iter()
         .filter(|p| pod_failed_genuinely(p) && !classify::is_terminating(p))

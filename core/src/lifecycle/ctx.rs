@@ -4,12 +4,14 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use nodewright_crds::{NodeState, NodeWrightStatus, Package};
 
 use super::done::{Blockers, Done};
 use super::view::NwView;
 use super::work::Work;
 use crate::jobs::ExecutorIndex;
+use crate::slim::SlimPod;
 use crate::{Options, Snapshot};
 
 /// Everything a phase reads or writes, except the NodeWright views (borrowed separately).
@@ -22,8 +24,12 @@ pub struct Ctx<'a> {
     pub now: Timestamp,
     /// All nodes by name.
     pub nodes: BTreeMap<&'a str, &'a Node>,
-    /// Pods by node name (workload and executor pods).
-    pub pods_by_node: BTreeMap<String, Vec<&'a Pod>>,
+    /// Workload pods by node name, built when first asked for (a pass that gates no interrupt
+    /// never reads it; see [`Ctx::pods_on`]).
+    pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a Pod>>>,
+    /// Executor pods (D16) by node name, built when first asked for. Drain ignores them (§8.3);
+    /// only the non-interrupt selector reads them ([`Ctx::running_pods_selected`]).
+    executor_pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a SlimPod>>>,
     /// The executor index.
     pub index: ExecutorIndex<'a>,
     /// The working copy of decisions.
@@ -55,30 +61,13 @@ impl<'a> Ctx<'a> {
             .iter()
             .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
-        let mut pods_by_node: BTreeMap<String, Vec<&'a Pod>> = BTreeMap::new();
-        for pod in snap.workload_pods.iter().chain(&snap.executor_pods) {
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                pods_by_node.entry(node).or_default().push(pod);
-            }
-        }
-        for pods in pods_by_node.values_mut() {
-            pods.sort_by(|a, b| {
-                (&a.metadata.namespace, &a.metadata.name, &a.metadata.uid).cmp(&(
-                    &b.metadata.namespace,
-                    &b.metadata.name,
-                    &b.metadata.uid,
-                ))
-            });
-            pods.dedup_by(|a, b| {
-                a.metadata.uid == b.metadata.uid && a.metadata.name == b.metadata.name
-            });
-        }
         Ctx {
             snap,
             opts,
             now,
             nodes,
-            pods_by_node,
+            pods_by_node: std::cell::OnceCell::new(),
+            executor_pods_by_node: std::cell::OnceCell::new(),
             index: ExecutorIndex::build(snap, opts),
             work: Work::default(),
             requeue: false,
@@ -90,6 +79,76 @@ impl<'a> Ctx<'a> {
             drain_blockers: Blockers::new(),
             invalid: Vec::new(),
         }
+    }
+
+    /// `<namespace>/<name>` of the Running or Pending pods on `node`, workload and executor, whose
+    /// labels `selector` selects, in (namespace, name, uid) order.
+    pub fn running_pods_selected(&self, node: &str, selector: &LabelSelector) -> Vec<String> {
+        let empty = BTreeMap::new();
+        let selected = |meta: &'a ObjectMeta, phase: Option<&str>| {
+            matches!(phase, Some("Running") | Some("Pending"))
+                && nodewright_crds::selector::matches(
+                    selector,
+                    meta.labels.as_ref().unwrap_or(&empty),
+                )
+        };
+        let executor = self
+            .executor_pods_by_node
+            .get_or_init(|| {
+                by_node(
+                    &self.snap.executor_pods,
+                    |p| p.spec.as_ref()?.node_name.as_deref(),
+                    |p| &p.metadata,
+                )
+            })
+            .get(node)
+            .map_or(&[][..], Vec::as_slice);
+        let mut metas: Vec<&'a ObjectMeta> = self
+            .pods_on(node)
+            .iter()
+            .filter(|p| {
+                selected(
+                    &p.metadata,
+                    p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                )
+            })
+            .map(|p| &p.metadata)
+            .chain(
+                executor
+                    .iter()
+                    .filter(|p| {
+                        selected(
+                            &p.metadata,
+                            p.status.as_ref().and_then(|s| s.phase.as_deref()),
+                        )
+                    })
+                    .map(|p| &p.metadata),
+            )
+            .collect();
+        sort_dedup(&mut metas, |m| m);
+        metas
+            .into_iter()
+            .map(|m| {
+                format!(
+                    "{}/{}",
+                    m.namespace.as_deref().unwrap_or_default(),
+                    m.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect()
+    }
+
+    /// The workload pods on node `node`, sorted by (namespace, name, uid), duplicates dropped
+    /// (executor pods are not drained, §8.3).
+    pub fn pods_on(&self, node: &str) -> &[&'a Pod] {
+        let by_node = self.pods_by_node.get_or_init(|| {
+            by_node(
+                &self.snap.workload_pods,
+                |p| p.spec.as_ref()?.node_name.as_deref(),
+                |p| &p.metadata,
+            )
+        });
+        by_node.get(node).map_or(&[], Vec::as_slice)
     }
 
     /// The node named `name`.
@@ -220,10 +279,43 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// The snapshot's workload and executor pods by node name, each node's sorted by (namespace,
+/// name, uid), duplicates dropped.
+/// `objects` by the node `node` names, each list sorted by (namespace, name, uid), duplicates
+/// dropped.
+fn by_node<'a, T>(
+    objects: &'a [std::sync::Arc<T>],
+    node: impl Fn(&'a T) -> Option<&'a str>,
+    meta: impl Fn(&T) -> &ObjectMeta,
+) -> BTreeMap<&'a str, Vec<&'a T>> {
+    let mut by_node: BTreeMap<&'a str, Vec<&'a T>> = BTreeMap::new();
+    for object in objects {
+        if let Some(name) = node(object) {
+            by_node.entry(name).or_default().push(object);
+        }
+    }
+    for list in by_node.values_mut() {
+        sort_dedup(list, |o| meta(o));
+    }
+    by_node
+}
+
 fn nodewright_crds_complete(
     v: &NwView,
     state: &NodeState,
     updates: &super::predicates::ConfigUpdates,
 ) -> bool {
     super::predicates::is_node_complete(state, &v.packages, updates)
+}
+
+/// Sorts objects by (namespace, name, uid) and drops adjacent ones with the same uid and name.
+fn sort_dedup<T>(objects: &mut Vec<T>, meta: impl Fn(&T) -> &ObjectMeta) {
+    objects.sort_by(|a, b| {
+        let (a, b) = (meta(a), meta(b));
+        (&a.namespace, &a.name, &a.uid).cmp(&(&b.namespace, &b.name, &b.uid))
+    });
+    objects.dedup_by(|a, b| {
+        let (a, b) = (meta(a), meta(b));
+        a.uid == b.uid && a.name == b.name
+    });
 }

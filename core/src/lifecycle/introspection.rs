@@ -3,7 +3,7 @@
 //! the rollout decision, conditions and the `status.nodeState` mirror. R6.1's conditions are in
 //! `conditions.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
@@ -83,7 +83,8 @@ pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
 pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
     // Only nodes carrying an executor of this NodeWright matter to the sweep (it asks only
     // whether those nodes are selected).
-    let with_jobs: BTreeSet<&str> = ctx.index.of(&v.name).map(|j| j.node.as_str()).collect();
+    // (A hash set: with the rollout's finished Jobs retained there are many Jobs per node.)
+    let with_jobs: HashSet<&str> = ctx.index.of(&v.name).map(|j| j.node.as_str()).collect();
     let selected: BTreeSet<String> = with_jobs
         .iter()
         .filter(|n| v.selects(n))

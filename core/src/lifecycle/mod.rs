@@ -49,9 +49,11 @@ pub fn reconcile_with(
     now: Timestamp,
     cache: &NodeStateCache,
 ) -> Plan {
-    let pass = PassDocs::build(&snapshot.nodes, &snapshot.nodewrights, cache);
     let mut ctx = Ctx::new(snapshot, options, now);
-    let views = build_views(&mut ctx, cache, &pass);
+    // All nodes sorted by name (one per name, as `ctx.nodes`).
+    let nodes: Vec<_> = ctx.nodes.values().copied().collect();
+    let pass = PassDocs::build(&nodes, &snapshot.nodewrights, cache);
+    let views = build_views(&mut ctx, &nodes, cache, &pass);
     if views.is_empty() && snapshot.nodewrights.is_empty() {
         return Plan::default();
     }
@@ -63,18 +65,17 @@ pub fn reconcile_with(
 /// built (invalid selector) is reported and left alone.
 fn build_views<'a>(
     ctx: &mut Ctx<'a>,
+    nodes: &[&'a k8s_openapi::api::core::v1::Node],
     cache: &'a NodeStateCache,
     pass: &'a PassDocs<'a>,
 ) -> Vec<NwView<'a>> {
-    let mut nodes: Vec<_> = ctx.nodes.values().copied().collect();
-    nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let mut nws: Vec<_> = ctx.snap.nodewrights.iter().collect();
     nws.sort_by(|a, b| {
         (a.spec.priority, &a.metadata.name).cmp(&(b.spec.priority, &b.metadata.name))
     });
     let mut views = Vec::new();
     for nw in nws {
-        match NwView::build(nw, &nodes, &ctx.snap.policies, cache, pass) {
+        match NwView::build(nw, nodes, &ctx.snap.policies, cache, pass) {
             Ok(view) => {
                 let keys = crate::NodeKeys::of(&view.name);
                 ctx.work.keys.insert(view.name.clone(), keys);

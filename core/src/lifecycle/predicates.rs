@@ -133,8 +133,15 @@ pub fn is_node_complete(
     packages: &BTreeMap<String, Package>,
     updates: &ConfigUpdates,
 ) -> bool {
+    // Entries are keyed `name|version` and spec packages by name, so a document's entries
+    // usually come in the packages' order: try the entry after the last one found first. There
+    // is at most one entry per `name|version`, so the hint finds what the scan would.
+    let mut rest = state.0.values();
     packages.values().all(|p| {
-        let entry = entry_of(state, &p.name, &p.version);
+        let entry = match rest.clone().next() {
+            Some(e) if e.name == p.name && e.version == p.version => rest.next(),
+            _ => entry_of(state, &p.name, &p.version),
+        };
         if p.is_uninstalling() && entry.is_none() {
             return true; // not active
         }

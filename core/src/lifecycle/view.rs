@@ -55,7 +55,8 @@ pub struct NwView<'a> {
 }
 
 impl<'a> NwView<'a> {
-    /// Builds the view; an invalid selector is an error for this NodeWright.
+    /// Builds the view; an invalid selector is an error for this NodeWright. `nodes` are all
+    /// nodes of the pass sorted by name, as given to [`PassDocs::build`].
     pub fn build(
         nw: &'a NodeWright,
         nodes: &[&'a Node],
@@ -89,11 +90,15 @@ impl<'a> NwView<'a> {
         let state_key = keys::node_state(&name);
         let docs = selected
             .iter()
-            .map(|n| {
+            .zip(&global)
+            .map(|(n, &g)| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
                 match annotation(n, &state_key) {
                     None => Ok(Cow::Owned(NodeState::default())),
-                    Some(text) => match cache.get(name, &state_key, text) {
+                    Some(text) => match pass
+                        .hit(g, &state_key)
+                        .unwrap_or_else(|| cache.get(name, &state_key, text))
+                    {
                         Some(doc) => Ok(Cow::Borrowed(doc)),
                         None => match pass.get(text) {
                             Some(Ok(doc)) => Ok(Cow::Borrowed(doc)),

@@ -7,7 +7,7 @@ use nodewright_crds::{NodeState, Package, Stage, State, Status, keys};
 
 use super::ctx::Ctx;
 use super::dag::Dag;
-use super::done::{Blocker, pod_name};
+use super::done::Blocker;
 use super::interrupts::{DrainAction, Merged, classify, merge};
 use super::ordering::node_ready;
 use super::predicates::{
@@ -59,9 +59,15 @@ pub fn run(ctx: &mut Ctx, views: &[NwView], vi: usize) {
     let decision = rollout_seam::select(ctx, v, version_changed);
     // In-flight nodes of a stopped compartment only finish their running stage (D9): the
     // executor runs on, nothing new starts, so they are not visited here.
-    let run_nodes: BTreeSet<&String> = decision.selected_nodes.iter().collect();
+    // Marked by position: the selection is small, the fleet is not.
+    let mut run_nodes = vec![false; v.nodes.len()];
+    for node in &decision.selected_nodes {
+        if let Some(&i) = v.pos.get(node.as_str()) {
+            run_nodes[i] = true;
+        }
+    }
     for (i, node) in v.nodes.iter().enumerate() {
-        if !run_nodes.contains(node) || !node_ready(ctx, views, v, node) {
+        if !run_nodes[i] || !node_ready(ctx, views, v, node) {
             continue;
         }
         if ctx.node_complete_at(v, i)
@@ -547,22 +553,11 @@ pub fn ensure_ready(ctx: &mut Ctx, v: &NwView, node_name: &str, pkg: &Package) -
         ctx.work.status_on_write(&v.name, node);
         return false;
     }
-    let pods = ctx.pods_by_node.get(node_name).cloned().unwrap_or_default();
+    let pods = ctx.pods_on(node_name).to_vec();
     if let Some(selector) = v.nw.spec.pod_non_interrupt_labels.as_ref()
         && !nodewright_crds::selector::is_empty(selector)
     {
-        let blocking: Vec<String> = pods
-            .iter()
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                matches!(phase, Some("Running") | Some("Pending"))
-                    && nodewright_crds::selector::matches(
-                        selector,
-                        p.metadata.labels.as_ref().unwrap_or(&BTreeMap::new()),
-                    )
-            })
-            .map(|p| pod_name(p))
-            .collect();
+        let blocking = ctx.running_pods_selected(node_name, selector);
         if !blocking.is_empty() {
             if ctx
                 .done

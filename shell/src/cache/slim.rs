@@ -220,6 +220,7 @@ pub(super) mod tests {
     use nodewright_core::jobs::classify as c;
     use nodewright_core::jobs::{create, matching};
     use nodewright_core::lifecycle::interrupts;
+    use nodewright_core::{SlimJob, SlimPod};
     use serde_json::{Value, json};
 
     /// A full executor Job as listed (the fixtures are shared with the wire decoding tests).
@@ -285,11 +286,12 @@ pub(super) mod tests {
         labels.remove(keys::LABEL_GENERATION);
         let mut annotations = j.metadata.annotations.clone().unwrap_or_default();
         annotations.remove(keys::RESOURCE_ID);
+        let record = SlimJob::from(j.clone());
         format!(
             "{:?} {} {} {:?} {:?} {:?} {:?} {:?}",
-            c::job_state(j),
-            c::failed_attempts(j),
-            matching::job_deadline(j),
+            c::job_state(&record),
+            c::failed_attempts(&record),
+            matching::job_deadline(&record),
             create::context_of(j),
             labels,
             annotations,
@@ -308,8 +310,8 @@ pub(super) mod tests {
                 assert_eq!(job_view(&full), job_view(&slim), "{conditions}");
                 let expected = job(fingerprint, json!(null));
                 assert_eq!(
-                    matching::executor_matches(&full, &expected),
-                    matching::executor_matches(&slim, &expected)
+                    matching::executor_matches(&full.clone().into(), &expected),
+                    matching::executor_matches(&slim.into(), &expected)
                 );
             }
         }
@@ -472,23 +474,24 @@ pub(super) mod tests {
     /// Everything the core derives from an executor pod, for before/after comparisons.
     fn pod_view(p: &Pod) -> String {
         let m = &p.metadata;
+        let r = &SlimPod::from(p.clone());
         format!(
             "{:?} {:?} {} {} {} {} {} {:?} {} {:?} {:?} {} {:?} {:?} {:?} {:?}",
-            c::failure_class(p),
-            c::first_unsuccessful_init(p).map(|s| &s.name),
-            c::pod_failed_genuinely(p),
-            c::live_genuine_failure(p),
-            c::has_disruption_target(p),
-            c::is_terminating(p),
-            c::deadline_kill(p),
+            c::failure_class(r),
+            c::first_unsuccessful_init(r).map(|s| &s.name),
+            c::pod_failed_genuinely(r),
+            c::live_genuine_failure(r),
+            c::has_disruption_target(r),
+            c::is_terminating(r),
+            c::deadline_kill(r),
             (
-                c::init_restart_count(p, "interrupt"),
-                c::init_restart_count(p, "c")
+                c::init_restart_count(r, "interrupt"),
+                c::init_restart_count(r, "c")
             ),
-            c::genuine_verdict(p),
-            c::waiting_since(p),
-            c::stuck_container(p),
-            c::never_started(p),
+            c::genuine_verdict(r),
+            c::waiting_since(r),
+            c::stuck_container(r),
+            c::never_started(r),
             interrupts::classify(p, "nodewright", None),
             (&m.name, &m.namespace, &m.uid, &m.resource_version),
             (&m.creation_timestamp, &m.deletion_timestamp),
@@ -566,7 +569,9 @@ pub(super) mod tests {
             .collect();
         assert_eq!(names, ["interrupt", "b", "c"]);
         assert_eq!(
-            c::waiting_since(&p).map(|t| t.to_string()).as_deref(),
+            c::waiting_since(&p.into())
+                .map(|t| t.to_string())
+                .as_deref(),
             Some("2026-01-01T00:00:03Z")
         );
     }

@@ -2,9 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
-use nodewright_core::Snapshot;
+use nodewright_core::{SlimJob, Snapshot};
 use nodewright_crds::node_state::NodeState;
 use nodewright_crds::{NodeWright, NodeWrightStatus, SequencingMode, State, Status, keys};
 
@@ -182,7 +181,7 @@ pub fn compartment_of(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
         .unwrap_or_else(|| keys::DEFAULT_COMPARTMENT.to_string())
 }
 
-fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Item = &'a Job> {
+fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Item = &'a SlimJob> {
     let nw = nw.to_string();
     snap.jobs.iter().map(|j| &**j).filter(move |j| {
         let l = j.metadata.labels.clone().unwrap_or_default();
@@ -191,7 +190,7 @@ fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Ite
     })
 }
 
-fn finished(j: &Job) -> Option<String> {
+fn finished(j: &SlimJob) -> Option<String> {
     j.status
         .as_ref()?
         .conditions
@@ -209,7 +208,7 @@ fn finished(j: &Job) -> Option<String> {
         })
 }
 
-fn label(j: &Job, key: &str) -> String {
+fn label(j: &SlimJob, key: &str) -> String {
     j.metadata
         .labels
         .as_ref()

@@ -95,7 +95,10 @@ pub struct MemoryPort {
 
 #[derive(Debug)]
 struct State {
+    /// The snapshot; its Jobs and executor pods are held typed in `jobs` and `executor_pods`.
     snapshot: Snapshot,
+    jobs: Vec<Arc<Job>>,
+    executor_pods: Vec<Arc<Pod>>,
     next_rv: u64,
     events: Vec<Event>,
     now: jiff::Timestamp,
@@ -104,11 +107,21 @@ struct State {
 impl MemoryPort {
     /// A port over `snapshot` whose clock stands at `now`; new resourceVersions count up from
     /// above every version in it.
-    pub fn new(snapshot: Snapshot, now: jiff::Timestamp) -> Self {
-        let next_rv = highest_version(&snapshot) + 1;
+    pub fn new(mut snapshot: Snapshot, now: jiff::Timestamp) -> Self {
+        let jobs: Vec<Arc<Job>> = std::mem::take(&mut snapshot.jobs)
+            .iter()
+            .map(|j| Arc::new(Job::from(&**j)))
+            .collect();
+        let executor_pods: Vec<Arc<Pod>> = std::mem::take(&mut snapshot.executor_pods)
+            .iter()
+            .map(|p| Arc::new(Pod::from(&**p)))
+            .collect();
+        let next_rv = highest_version(&snapshot, &jobs, &executor_pods) + 1;
         MemoryPort {
             state: RefCell::new(State {
                 snapshot,
+                jobs,
+                executor_pods,
                 next_rv,
                 events: Vec::new(),
                 now,
@@ -118,7 +131,12 @@ impl MemoryPort {
 
     /// The snapshot with every accepted write applied.
     pub fn into_snapshot(self) -> Snapshot {
-        self.state.into_inner().snapshot
+        let state = self.state.into_inner();
+        let mut snapshot = state.snapshot;
+        snapshot.jobs = nodewright_core::shared(state.jobs.iter().map(|j| (**j).clone()));
+        snapshot.executor_pods =
+            nodewright_core::shared(state.executor_pods.iter().map(|p| (**p).clone()));
+        snapshot
     }
 
     /// The Events created so far.
@@ -131,7 +149,7 @@ impl MemoryPort {
     }
 }
 
-fn highest_version(s: &Snapshot) -> u64 {
+fn highest_version(s: &Snapshot, jobs: &[Arc<Job>], executor_pods: &[Arc<Pod>]) -> u64 {
     fn rvs<T: Resource>(items: &[Arc<T>]) -> impl Iterator<Item = u64> + '_ {
         items
             .iter()
@@ -139,8 +157,8 @@ fn highest_version(s: &Snapshot) -> u64 {
     }
     rvs(&s.nodes)
         .chain(rvs(&s.nodewrights))
-        .chain(rvs(&s.jobs))
-        .chain(rvs(&s.executor_pods))
+        .chain(rvs(jobs))
+        .chain(rvs(executor_pods))
         .chain(rvs(&s.config_maps))
         .max()
         .unwrap_or(0)
@@ -155,7 +173,7 @@ impl State {
     /// Applies `body` to the object `find` selects in `list`; returns it as stored.
     fn patch<T>(
         &mut self,
-        list: fn(&mut Snapshot) -> &mut Vec<Arc<T>>,
+        list: fn(&mut State) -> &mut Vec<Arc<T>>,
         name: &str,
         body: &Value,
         status_only: bool,
@@ -164,13 +182,12 @@ impl State {
         T: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + PartialEq,
     {
         let what = format!("{} {name}", T::kind(&()));
-        let index = position(list(&mut self.snapshot), name)
-            .ok_or_else(|| ApiError::NotFound(what.clone()))?;
-        let current = list(&mut self.snapshot)[index].clone();
+        let index = position(list(self), name).ok_or_else(|| ApiError::NotFound(what.clone()))?;
+        let current = list(self)[index].clone();
         let mut next = merged(current.as_ref(), body, status_only, &what)?;
         if next != *current {
             self.bump(&mut next);
-            list(&mut self.snapshot)[index] = Arc::new(next.clone());
+            list(self)[index] = Arc::new(next.clone());
         }
         Ok(next)
     }
@@ -185,15 +202,15 @@ fn find<T: Resource + Clone>(list: &[Arc<T>], name: &str) -> Option<T> {
     position(list, name).map(|i| list[i].as_ref().clone())
 }
 
-fn nodes(s: &mut Snapshot) -> &mut Vec<Arc<Node>> {
-    &mut s.nodes
+fn nodes(s: &mut State) -> &mut Vec<Arc<Node>> {
+    &mut s.snapshot.nodes
 }
 
-fn nodewrights(s: &mut Snapshot) -> &mut Vec<Arc<NodeWright>> {
-    &mut s.nodewrights
+fn nodewrights(s: &mut State) -> &mut Vec<Arc<NodeWright>> {
+    &mut s.snapshot.nodewrights
 }
 
-fn jobs(s: &mut Snapshot) -> &mut Vec<Arc<Job>> {
+fn jobs(s: &mut State) -> &mut Vec<Arc<Job>> {
     &mut s.jobs
 }
 
@@ -233,14 +250,13 @@ impl ClusterPort for MemoryPort {
     }
 
     async fn get_job(&self, name: &str) -> ApiResult<Option<Job>> {
-        Ok(self.with(|s| find(&s.snapshot.jobs, name)))
+        Ok(self.with(|s| find(&s.jobs, name)))
     }
 
     async fn list_jobs(&self, selector: &str) -> ApiResult<Vec<Job>> {
         Ok(self.with(|s| {
             let hit = |j: &&Arc<Job>| selects(j.metadata.labels.as_ref(), selector);
-            s.snapshot
-                .jobs
+            s.jobs
                 .iter()
                 .filter(hit)
                 .map(|j| j.as_ref().clone())
@@ -251,13 +267,13 @@ impl ClusterPort for MemoryPort {
     async fn create_job(&self, job: &Job) -> ApiResult<Job> {
         self.with(|s| {
             let name = job.metadata.name.clone().unwrap_or_default();
-            if position(&s.snapshot.jobs, &name).is_some() {
+            if position(&s.jobs, &name).is_some() {
                 return Err(ApiError::AlreadyExists(format!("Job {name}")));
             }
             let mut job = job.clone();
             job.metadata.uid = Some(format!("memory-{}", s.next_rv));
             s.bump(&mut job);
-            s.snapshot.jobs.push(Arc::new(job.clone()));
+            s.jobs.push(Arc::new(job.clone()));
             Ok(job)
         })
     }
@@ -267,13 +283,13 @@ impl ClusterPort for MemoryPort {
     }
 
     async fn delete_job(&self, name: &str, uid: &str) -> ApiResult<()> {
-        self.with(|s| remove(&mut s.snapshot.jobs, name, uid))
+        self.with(|s| remove(&mut s.jobs, name, uid))
     }
 
     async fn list_pods(&self, namespace: &str, selector: &str) -> ApiResult<Vec<Pod>> {
         Ok(self.with(|s| {
             let snap = &s.snapshot;
-            snap.executor_pods
+            s.executor_pods
                 .iter()
                 .chain(&snap.workload_pods)
                 .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
@@ -297,7 +313,7 @@ impl ClusterPort for MemoryPort {
     async fn evict_pod(&self, e: &Eviction) -> ApiResult<()> {
         self.with(|s| {
             let in_ns = |p: &Pod| p.metadata.namespace.as_deref() == Some(e.namespace.as_str());
-            for list in [&mut s.snapshot.executor_pods, &mut s.snapshot.workload_pods] {
+            for list in [&mut s.executor_pods, &mut s.snapshot.workload_pods] {
                 if let Some(i) = position(list, &e.name).filter(|i| in_ns(&list[*i])) {
                     if list[i].metadata.uid.as_deref() != Some(e.uid.as_str()) {
                         return Err(ApiError::Conflict(format!("pod {}: uid", e.name)));

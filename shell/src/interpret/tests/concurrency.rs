@@ -159,11 +159,11 @@ fn node(name: &str) -> Arc<Node> {
     })
 }
 
-fn existing_job(name: &str) -> Arc<Job> {
+fn existing_job(name: &str) -> Arc<nodewright_core::SlimJob> {
     let mut j = job(name);
     j.metadata.uid = Some(format!("uid-{name}"));
     j.metadata.resource_version = Some("1".into());
-    Arc::new(j)
+    Arc::new(j.into())
 }
 
 fn nodewright_named(name: &str) -> Arc<NodeWright> {

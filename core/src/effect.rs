@@ -15,7 +15,7 @@ mod precondition;
 mod skip;
 mod status_base;
 
-pub use confirm::EntryCheck;
+pub use confirm::{EntryCheck, EntryExpect};
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
 pub use skip::{Ended, SkipScope};
@@ -35,11 +35,11 @@ pub enum Effect {
         /// What must hold on a fresh read right before the create (B6 for interrupt Jobs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<FreshReadPrecondition>,
-        /// I1: create only if a fresh read of the node still shows this entry open at the Job's
-        /// stage (set when the create rests on an entry the pass does not write, so a node cache
-        /// lagging behind a recorded outcome cannot start a finished stage again).
+        /// I1: create only if a fresh read of the node shows the package's entry as the snapshot
+        /// did (the entry the guarded node write recording the start expects), so a node cache
+        /// lagging behind the apiserver cannot start a stage beside another.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        confirm: Option<EntryCheck>,
+        confirm: Option<EntryExpect>,
     },
     /// Foreground-delete a Job guarded by its uid; always logged and evented with the reason.
     DeleteJob {
@@ -131,6 +131,15 @@ pub enum Effect {
         /// NodeWright name.
         nodewright: String,
         /// The full desired status; the shell sends the difference.
+        status: Box<NodeWrightStatus>,
+    },
+    /// I7: merge-patch a newly selected batch into a NodeWright's status (the rollout
+    /// bookkeeping only: `nodePriority`, `nodeOrderOffset`, `compartmentStatuses`) before any
+    /// write acts on it; when it does not happen, the rest of the plan is skipped.
+    RecordBatch {
+        /// NodeWright name.
+        nodewright: String,
+        /// The rollout bookkeeping to write; every other field is left default and not sent.
         status: Box<NodeWrightStatus>,
     },
     /// Add the finalizer to a NodeWright.
@@ -294,4 +303,16 @@ pub struct EventSpec {
     pub action: String,
     /// Human message.
     pub message: String,
+}
+
+/// The rollout bookkeeping of a status (`nodePriority`, `nodeOrderOffset`,
+/// `compartmentStatuses`), every other field default: what [`Effect::RecordBatch`] writes and
+/// what the rollout reads.
+pub fn rollout_bookkeeping(status: &NodeWrightStatus) -> NodeWrightStatus {
+    NodeWrightStatus {
+        node_priority: status.node_priority.clone(),
+        node_order_offset: status.node_order_offset,
+        compartment_statuses: status.compartment_statuses.clone(),
+        ..NodeWrightStatus::default()
+    }
 }

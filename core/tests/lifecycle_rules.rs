@@ -214,13 +214,13 @@ fn r6_6_introspection_without_a_recorded_outcome_goes_on_to_the_work_phase() {
     );
 }
 
-/// Invariant 16.1 (I1): a start whose entry this pass writes needs no fresh read (the node
-/// patch's guard checks it); re-creating a lost executor rests on the snapshot's open entry
-/// alone, so its create carries a fresh-read check of that entry (explore seed 60).
+/// Invariant 16.1 (I1): every create carries the package's entry as the snapshot showed it, for a
+/// fresh read of the node before the create: the first start expects no entry (explore seed
+/// 7022: a lagging node cache), the re-create of a lost executor the open entry (seed 60).
 #[test]
-fn inv16_1_a_recreated_lost_executor_is_confirmed_on_a_fresh_read() {
+fn inv16_1_every_create_is_confirmed_against_the_snapshot_entry() {
     let confirms =
-        |plan: &nodewright_core::Plan| -> Vec<Option<nodewright_core::effect::EntryCheck>> {
+        |plan: &nodewright_core::Plan| -> Vec<Option<nodewright_core::effect::EntryExpect>> {
             plan.effects
                 .iter()
                 .filter_map(|e| match e {
@@ -231,16 +231,25 @@ fn inv16_1_a_recreated_lost_executor_is_confirmed_on_a_fresh_read() {
         };
     let mut s = one_pkg();
     let first = until_created(&mut s, 10);
-    assert_eq!(confirms(&first), vec![None], "the start writes its entry");
+    let check = confirms(&first)
+        .pop()
+        .flatten()
+        .expect("the first create carries an entry check");
+    assert_eq!(
+        (check.node.as_str(), check.package.as_str(), check.entry),
+        ("n1", "dexter", None),
+        "the snapshot had no entry"
+    );
     s.jobs.clear(); // the executor is lost; the node still shows (apply, in_progress)
     let again = until_created(&mut s, 10);
     let check = confirms(&again)
         .pop()
         .flatten()
         .expect("the re-create carries an entry check");
+    let entry = check.entry.expect("the snapshot's open entry");
     assert_eq!(
-        (check.node.as_str(), check.package.as_str(), check.stage),
-        ("n1", "dexter", Stage::Apply)
+        (check.node.as_str(), entry.stage, entry.state),
+        ("n1", Stage::Apply, Some(State::InProgress))
     );
 }
 

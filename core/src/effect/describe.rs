@@ -25,6 +25,7 @@ impl Effect {
             Effect::PatchNodeConditions { .. } => "PatchNodeConditions",
             Effect::Evict { .. } => "Evict",
             Effect::PatchStatus { .. } => "PatchStatus",
+            Effect::RecordBatch { .. } => "RecordBatch",
             Effect::AddFinalizer { .. } => "AddFinalizer",
             Effect::RemoveFinalizer { .. } => "RemoveFinalizer",
             Effect::UpsertConfigMap { .. } => "UpsertConfigMap",

@@ -1,12 +1,12 @@
 //! Starting executors through the jobs seam, with the pre-create checks of 04-jobs-rules.md
 //! §2.7/§2.10 (D21) and invariant 16.1 (one executor per package per node).
 
-use nodewright_crds::{Interrupt, Package, PackageStatus, Stage, State};
+use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
 
 use super::ctx::Ctx;
 use super::view::NwView;
 use super::work::Slot;
-use crate::effect::{Effect, EntryCheck};
+use crate::effect::{Effect, EntryExpect};
 use crate::jobs;
 
 /// What a start attempt did.
@@ -65,7 +65,7 @@ pub fn start_executor(
     };
     match jobs::plan_create(&ctx.index, job, entry) {
         jobs::CreateDecision::Create(mut effects) => {
-            let check = open_entry_check(v, node, stage, entry);
+            let check = Some(snapshot_entry_check(v, node, pkg));
             for e in &mut effects {
                 if let Effect::CreateJob { confirm, .. } = e {
                     confirm.clone_from(&check);
@@ -99,29 +99,24 @@ pub fn start_executor(
     }
 }
 
-/// I1: a start that rests on an entry the snapshot already shows open at `stage` (a lost or
-/// re-run executor: this pass writes no entry change for the node-patch guard to check) is
-/// confirmed on a fresh read of the node before the create, as a D21 re-run deletion is, so a
-/// node cache lagging behind a recorded outcome cannot start a finished stage again.
-fn open_entry_check(
-    v: &NwView,
-    node: &str,
-    stage: Stage,
-    entry: Option<&PackageStatus>,
-) -> Option<EntryCheck> {
-    let entry = entry.filter(|e| e.stage == stage && e.state == Some(State::InProgress))?;
-    let recorded = v
+/// I1: every create is confirmed on a fresh read of the node against the package's entry as the
+/// snapshot showed it — the entry the guarded node write recording the start expects. A node
+/// cache lagging behind the apiserver (a recorded outcome, another stage's start) then drops the
+/// create instead of starting a stage beside another (or a finished stage again).
+fn snapshot_entry_check(v: &NwView, node: &str, pkg: &Package) -> EntryExpect {
+    let entry = v
         .pos
         .get(node)
         .and_then(|&i| v.snapshot_doc(i))
-        .and_then(|d| super::predicates::entry_of(d, &entry.name, &entry.version))?;
-    (recorded == entry).then(|| EntryCheck {
+        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .cloned();
+    EntryExpect {
         nodewright: v.name.clone(),
         node: node.to_string(),
-        package: entry.name.clone(),
-        version: entry.version.clone(),
-        stage,
-    })
+        package: pkg.name.clone(),
+        version: pkg.version.clone(),
+        entry,
+    }
 }
 
 /// Ensures the node metadata ConfigMap before an executor starts (§1.5), once per pass.

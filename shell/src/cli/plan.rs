@@ -173,6 +173,7 @@ fn records_only(effect: &Effect) -> bool {
     matches!(
         effect,
         Effect::PatchStatus { .. }
+            | Effect::RecordBatch { .. }
             | Effect::AddFinalizer { .. }
             | Effect::Event(_)
             | Effect::PatchNode(_)
@@ -350,6 +351,7 @@ fn compartment_lines(status: &NodeWrightStatus) -> Vec<String> {
 fn owner(effect: &Effect) -> Option<String> {
     match effect {
         Effect::PatchStatus { nodewright, .. }
+        | Effect::RecordBatch { nodewright, .. }
         | Effect::AddFinalizer { nodewright, .. }
         | Effect::RemoveFinalizer { nodewright, .. } => Some(nodewright.clone()),
         Effect::PatchNode(p) => p

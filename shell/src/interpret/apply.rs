@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use nodewright_core::effect::SkipScope;
+use nodewright_core::effect::{FinalizerChain, SkipScope};
 use nodewright_core::{Effect, Snapshot};
 use tracing::Instrument;
 
@@ -69,6 +69,7 @@ impl<P: ClusterPort> Interpreter<P> {
     /// [`Interpreter::apply`] of a list of effects (a whole plan, or the part of one that a
     /// simulated crash lets through).
     pub async fn apply_effects(&self, snapshot: &Snapshot, effects: &[Effect]) -> Report {
+        *self.batch_chain.lock().unwrap_or_else(|p| p.into_inner()) = FinalizerChain::default();
         let units = units(effects);
         let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
             effects.iter().map(|_| None).collect();

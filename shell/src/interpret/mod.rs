@@ -132,6 +132,10 @@ pub struct Interpreter<P = KubePort> {
     /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
     /// `from` may expect `to` (§13.7, status precondition).
     pub(crate) finalizer_chain: Arc<Mutex<FinalizerChain>>,
+    /// Per NodeWright, the resourceVersion the plan's own batch record (I7) turned the snapshot's
+    /// version into: the plan's status patch carries that batch too, so it may expect it. Kept
+    /// for one plan only (a later pass on the old snapshot must not).
+    pub(crate) batch_chain: Arc<Mutex<FinalizerChain>>,
 }
 
 impl Interpreter<KubePort> {
@@ -158,6 +162,7 @@ impl<P: ClusterPort> Interpreter<P> {
             retry_backoff: Duration::from_millis(20),
             concurrency: DEFAULT_CONCURRENCY,
             finalizer_chain: Default::default(),
+            batch_chain: Default::default(),
         }
     }
 
@@ -203,10 +208,9 @@ impl<P: ClusterPort> Interpreter<P> {
                 confirm,
                 ..
             } => {
-                if let Some(refused) = match confirm {
-                    Some(check) => self.confirm_entry(check).await,
-                    None => None,
-                } {
+                if let Some(check) = confirm
+                    && let Some(refused) = self.confirm_create(check).await
+                {
                     return refused;
                 }
                 self.create_job(job, precondition.as_ref()).await
@@ -282,6 +286,9 @@ impl<P: ClusterPort> Interpreter<P> {
             }
             Effect::PatchStatus { nodewright, status } => {
                 self.patch_status(snapshot, nodewright, status).await
+            }
+            Effect::RecordBatch { nodewright, status } => {
+                self.record_batch(snapshot, nodewright, status).await
             }
             Effect::AddFinalizer { nodewright, uid } => {
                 self.set_finalizer(snapshot, nodewright, uid, true).await

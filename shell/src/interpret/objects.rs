@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use nodewright_core::DeletionReason;
-use nodewright_core::effect::{EntryCheck, FreshReadPrecondition};
+use nodewright_core::effect::{EntryCheck, EntryExpect, FreshReadPrecondition};
 use serde_json::{Map, Value, json};
 use tracing::info;
 
@@ -61,6 +61,19 @@ impl<P: ClusterPort> Interpreter<P> {
         };
         let busy = precondition.blocker(job, &jobs)?;
         Some(Outcome::Dropped(precondition.refusal(busy)))
+    }
+
+    /// I1: reads the node uncached; `None` when it shows the package's entry as the snapshot did
+    /// and the create may go ahead, else the outcome that drops it.
+    pub(super) async fn confirm_create(&self, check: &EntryExpect) -> Option<Outcome> {
+        match self.port.get_node(&check.node, false).await {
+            Ok(Some(node)) if check.holds(&node) => None,
+            Ok(_) => {
+                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, "create dropped on a fresh read of the node: {}", check.refusal());
+                Some(Outcome::Dropped(check.refusal()))
+            }
+            Err(e) => Some(Outcome::Failed(e.into())),
+        }
     }
 
     /// D21 (K22), I1: reads the node uncached; `None` when `check` holds and the re-run deletion

@@ -357,25 +357,47 @@ async fn d21_k22_rerun_delete_dropped_when_the_fresh_read_shows_it_recorded() {
     assert_eq!(task.await.unwrap().len(), 1, "no DELETE was sent");
 }
 
-/// Invariant 16.1 (I1): a create that rests on an entry already open at its stage carries the
-/// same fresh-read check as a D21 re-run deletion.
-fn confirmed_create(stage_state: &str) -> (Effect, Value) {
-    let (delete, node) = rerun_delete(stage_state);
-    let Effect::DeleteJob { confirm, .. } = delete else {
-        unreachable!("rerun_delete builds a DeleteJob")
+/// Invariant 16.1 (I1): every create carries the package's entry as the snapshot showed it and
+/// goes ahead only when a fresh read of the node still shows that entry.
+fn confirmed_create(fresh_state: Option<(&str, &str)>) -> (Effect, Value) {
+    let expected = nodewright_crds::PackageStatus {
+        name: "pkg".into(),
+        version: "1.0.0".into(),
+        image: "r/pkg".into(),
+        container_sha: String::new(),
+        stage: nodewright_crds::Stage::Apply,
+        state: Some(nodewright_crds::State::Complete),
+        restarts: 0,
     };
+    let check = nodewright_core::effect::EntryExpect {
+        nodewright: "nw".into(),
+        node: "n1".into(),
+        package: "pkg".into(),
+        version: "1.0.0".into(),
+        entry: Some(expected),
+    };
+    let annotations = match fresh_state {
+        Some((stage, state)) => {
+            let doc = format!(
+                r#"{{"pkg|1.0.0":{{"name":"pkg","version":"1.0.0","image":"r/pkg","stage":"{stage}","state":"{state}"}}}}"#
+            );
+            json!({ keys::node_state("nw"): doc })
+        }
+        None => json!({}),
+    };
+    let node = node_json("7", annotations);
     let effect = Effect::CreateJob {
         job: Box::new(job("j1")),
         context: ctx("n1"),
         precondition: None,
-        confirm,
+        confirm: Some(check),
     };
     (effect, node)
 }
 
 #[tokio::test]
-async fn inv16_1_create_on_an_open_entry_goes_ahead_when_the_fresh_read_shows_it_open() {
-    let (effect, node) = confirmed_create("in_progress");
+async fn inv16_1_create_goes_ahead_when_the_fresh_read_shows_the_snapshot_entry() {
+    let (effect, node) = confirmed_create(Some(("apply", "complete")));
     let (client, task) = fake(vec![
         expect("GET", "/api/v1/nodes/n1", 200, node),
         expect(
@@ -391,12 +413,20 @@ async fn inv16_1_create_on_an_open_entry_goes_ahead_when_the_fresh_read_shows_it
 }
 
 #[tokio::test]
-async fn inv16_1_create_on_an_open_entry_is_dropped_when_the_fresh_read_shows_it_complete() {
-    let (effect, node) = confirmed_create("complete");
-    let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
-    let out = run(client, effect).await;
-    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
-    assert_eq!(task.await.unwrap().len(), 1, "no POST was sent");
+async fn inv16_1_create_is_dropped_when_the_fresh_read_shows_the_entry_moved_on() {
+    // Explore seed 7022: the node cache still showed `apply`/`complete` while the apiserver
+    // already had `config`/`in_progress` from an earlier pass.
+    for fresh in [
+        Some(("config", "in_progress")),
+        Some(("apply", "in_progress")),
+        None,
+    ] {
+        let (effect, node) = confirmed_create(fresh);
+        let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
+        let out = run(client, effect).await;
+        assert!(matches!(out, Outcome::Dropped(_)), "{fresh:?}: {out:?}");
+        assert_eq!(task.await.unwrap().len(), 1, "{fresh:?}: no POST was sent");
+    }
 }
 
 #[tokio::test]

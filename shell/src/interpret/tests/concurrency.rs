@@ -104,7 +104,7 @@ impl ClusterPort for SlowPort {
     async fn patch_nodewright(&self, name: &str, body: &Value) -> ApiResult<NodeWright> {
         self.inner.patch_nodewright(name, body).await
     }
-    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
         let call = self.inner.patch_nodewright_status(name, body);
         self.slow(format!("status {name}"), name, call).await
     }

@@ -253,6 +253,35 @@ fn inv16_1_every_create_is_confirmed_against_the_snapshot_entry() {
     );
 }
 
+/// Invariant 16.7 (I7): the pass that selects a batch records it (`RecordBatch`, the rollout
+/// bookkeeping only) before any write acting on it, so a pass on a snapshot that misses the
+/// status write cannot choose another batch beside it (explore seed 6592); a pass that selects
+/// no new node records nothing.
+#[test]
+fn inv16_7_a_new_batch_is_recorded_before_any_write_acting_on_it() {
+    let mut s = one_pkg();
+    let first = until_created(&mut s, 10);
+    let Some(Effect::RecordBatch { nodewright, status }) = first.effects.first() else {
+        panic!(
+            "the batch is the plan's first write: {:?}",
+            first.effects.first()
+        );
+    };
+    assert_eq!(nodewright, "demo");
+    assert!(status.node_priority.contains_key("n1"));
+    assert_eq!(status.package_list, "", "only the rollout bookkeeping");
+    for _ in 0..3 {
+        let plan = step(&mut s);
+        assert!(
+            !plan
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::RecordBatch { .. })),
+            "the batch is already recorded"
+        );
+    }
+}
+
 #[test]
 fn t05_t06_e13_completion_recorded_then_config_started() {
     let mut s = one_pkg();

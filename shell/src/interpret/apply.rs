@@ -156,6 +156,9 @@ impl<P: ClusterPort> Interpreter<P> {
         scope: &mut SkipScope,
     ) -> Stretch {
         let mut stretch = Stretch::default();
+        // The lane's uncached read of its node, until the lane writes the node (creates and
+        // ConfigMaps do not).
+        let mut fresh = None;
         for &i in indices {
             let effect = &effects[i];
             let kind = effect.kind();
@@ -166,8 +169,15 @@ impl<P: ClusterPort> Interpreter<P> {
                 continue;
             } else {
                 let span = effect_span(kind, effect.context());
-                fenced_to_dropped(self.apply_one(snapshot, effect).instrument(span).await)
+                let applied = self.apply_in_lane(snapshot, effect, &mut fresh);
+                fenced_to_dropped(applied.instrument(span).await)
             };
+            if !matches!(
+                effect,
+                Effect::CreateJob { .. } | Effect::UpsertConfigMap { .. }
+            ) {
+                fresh = None;
+            }
             log_outcome(kind, effect, &outcome);
             scope.record(effect, outcome.ended());
             stretch.done.push((i, kind, outcome));

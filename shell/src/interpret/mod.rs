@@ -201,6 +201,17 @@ impl<P: ClusterPort> Interpreter<P> {
 
     /// Applies one effect with its precondition.
     pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
+        self.apply_in_lane(snapshot, effect, &mut None).await
+    }
+
+    /// [`Interpreter::apply_one`] inside a node's lane: `fresh` is the lane's uncached read of
+    /// its node since the lane last wrote it, shared by the creates that confirm against it.
+    pub(super) async fn apply_in_lane(
+        &self,
+        snapshot: &Snapshot,
+        effect: &Effect,
+        fresh: &mut Option<Node>,
+    ) -> Outcome {
         match effect {
             Effect::CreateJob {
                 job,
@@ -209,7 +220,7 @@ impl<P: ClusterPort> Interpreter<P> {
                 ..
             } => {
                 if let Some(check) = confirm
-                    && let Some(refused) = self.confirm_create(check).await
+                    && let Some(refused) = self.confirm_create(check, fresh).await
                 {
                     return refused;
                 }

@@ -430,6 +430,42 @@ async fn inv16_1_create_is_dropped_when_the_fresh_read_shows_the_entry_moved_on(
 }
 
 #[tokio::test]
+async fn inv16_1_creates_on_one_node_share_one_fresh_read() {
+    let (first, node) = confirmed_create(Some(("apply", "complete")));
+    let Effect::CreateJob {
+        context, confirm, ..
+    } = first.clone()
+    else {
+        unreachable!("confirmed_create builds a CreateJob")
+    };
+    let second = Effect::CreateJob {
+        job: Box::new(job("j2")),
+        context,
+        precondition: None,
+        confirm,
+    };
+    let post = |name: &str| {
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": name, "namespace": "nodewright"}}),
+        )
+    };
+    let (client, task) = fake(vec![
+        expect("GET", "/api/v1/nodes/n1", 200, node),
+        post("j1"),
+        post("j2"),
+    ]);
+    let report = interpreter(client)
+        .apply_effects(&Snapshot::default(), &[first, second])
+        .await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, vec!["applied", "applied"]);
+    assert_eq!(task.await.unwrap().len(), 3, "one GET for both creates");
+}
+
+#[tokio::test]
 async fn delete_job_not_found_is_noop() {
     let (client, task) = fake(vec![expect(
         "DELETE",
@@ -1182,6 +1218,139 @@ async fn r13_7_status_after_our_finalizer_write_expects_its_version() {
     assert!(matches!(out, Outcome::Applied), "{out:?}");
     let seen = task.await.unwrap();
     assert_eq!(seen[1].body["metadata"], json!({"resourceVersion": "2"}));
+}
+
+/// A plan that records a new batch, then acts on it (a start and the node's entry), then writes
+/// the status.
+fn batch_plan() -> (Snapshot, Plan) {
+    let (snapshot, status_effect) = changed_status("1");
+    let mut batch = NodeWrightStatus::default();
+    batch.node_priority.insert(
+        "n1".into(),
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    let plan = Plan {
+        effects: vec![
+            Effect::RecordBatch {
+                nodewright: "nw".into(),
+                status: Box::new(batch),
+            },
+            Effect::CreateJob {
+                job: Box::new(job("j1")),
+                context: ctx("n1"),
+                precondition: None,
+                confirm: None,
+            },
+            state_patch(None, Some(entry(Stage::Apply, State::InProgress))),
+            event("Apply"),
+            status_effect,
+        ],
+        ..Plan::default()
+    };
+    (snapshot, plan)
+}
+
+#[tokio::test]
+async fn inv16_7_a_batch_that_cannot_be_recorded_skips_every_write_acting_on_it() {
+    let (snapshot, plan) = batch_plan();
+    let (client, task) = fake(vec![expect(
+        "PATCH",
+        "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+        409,
+        status(409, "Conflict"),
+    )]);
+    let report = interpreter(client).apply(&snapshot, &plan).await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(
+        labels,
+        vec!["dropped", "skipped", "skipped", "skipped", "skipped"]
+    );
+    let seen = task.await.unwrap();
+    assert_eq!(
+        seen.len(),
+        1,
+        "no Job, node or status write after the batch"
+    );
+    assert_eq!(seen[0].body["metadata"], json!({"resourceVersion": "1"}));
+    assert!(
+        seen[0].body["status"]["nodePriority"]["n1"].is_string(),
+        "{}",
+        seen[0].body
+    );
+}
+
+#[tokio::test]
+async fn inv16_7_the_status_patch_after_a_recorded_batch_expects_its_version() {
+    let (snapshot, plan) = batch_plan();
+    let written = serde_json::to_value(nodewright("2", &[], None)).unwrap_or_default();
+    let (client, task) = fake(vec![
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            written.clone(),
+        ),
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": "j1", "namespace": "nodewright"}}),
+        ),
+        expect("GET", "/api/v1/nodes/n1", 200, node_json("5", json!({}))),
+        expect("PATCH", "/api/v1/nodes/n1", 200, node_json("6", json!({}))),
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            written,
+        ),
+        expect(
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({}),
+        ),
+    ]);
+    let interpreter = interpreter(client);
+    let report = interpreter.apply(&snapshot, &plan).await;
+    let applied: Vec<_> = report
+        .outcomes
+        .iter()
+        .filter(|(kind, _)| *kind != "Event")
+        .map(|(_, o)| o.label())
+        .collect();
+    assert_eq!(applied, vec!["applied"; 4]);
+    let seen = task.await.unwrap();
+    let status_writes: Vec<_> = seen
+        .iter()
+        .filter(|s| s.uri.contains("/nodewrights/nw/status"))
+        .map(|s| s.body["metadata"].clone())
+        .collect();
+    assert_eq!(
+        status_writes,
+        vec![
+            json!({"resourceVersion": "1"}),
+            json!({"resourceVersion": "2"})
+        ],
+        "the plan's status patch expects the version its own batch record made"
+    );
+}
+
+#[tokio::test]
+async fn inv16_7_a_later_plan_on_the_old_snapshot_does_not_expect_the_batch_version() {
+    let (snapshot, plan) = batch_plan();
+    let port = super::MemoryPort::new(snapshot.clone(), jiff::Timestamp::UNIX_EPOCH);
+    let interpreter =
+        super::Interpreter::with_port(port, "nodewright", EventRecorder::new("test-pod"));
+    let first = interpreter
+        .apply_effects(&snapshot, &plan.effects[..1])
+        .await;
+    assert_eq!(first.outcomes[0].1.label(), "applied");
+    // A later pass still planned on the snapshot from before the batch was recorded: its status
+    // patch must not pass as if it had seen that batch.
+    let (_, stale) = changed_status("1");
+    let later = interpreter.apply_effects(&snapshot, &[stale]).await;
+    assert_eq!(later.outcomes[0].1.label(), "dropped");
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
-use nodewright_crds::{NodeWrightStatus, PackageStatus};
+use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
 
 mod confirm;
@@ -206,6 +206,11 @@ pub struct NodePatch {
     /// is removed if present, and `unschedulable` cleared when it was and no other cordon remains.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub release_cordon_of: Vec<String>,
+    /// Per NodeWright, its whole node-state document as the snapshot had it, which the fresh
+    /// read must still show (invariant 16.7, B7): the write marks the node complete or releases
+    /// its cordon, which rests on every entry, not only the ones it changes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect_documents: BTreeMap<String, NodeState>,
     /// Who and what it concerned.
     pub context: Context,
 }

@@ -146,8 +146,10 @@ fn introspection_phase(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
         introspection::set_suspend(ctx, v, false); // R6.5
     }
     // R6.6 ends the pass only when the pass recorded an executor outcome (a start could rest on
-    // it, invariant 16.9). Otherwise its node statuses, batch and conditions are written with
+    // it, invariant 16.9) or marked a node complete or uncordoned it (the next batch could rest
+    // on it, invariant 16.7). Otherwise its node statuses, batch and conditions are written with
     // the work phase's effects, so a rollout's first executors start in the pass that chose
     // their batch, not after every selected node's status write (issue 15, head-of-line).
-    introspection::introspect(ctx, views, vi) && ctx.done.recorded_any()
+    introspection::introspect(ctx, views, vi)
+        && (ctx.done.recorded_any() || !ctx.done.settled.is_empty())
 }

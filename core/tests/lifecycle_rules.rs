@@ -282,6 +282,58 @@ fn inv16_7_a_new_batch_is_recorded_before_any_write_acting_on_it() {
     }
 }
 
+/// Invariant 16.7 (explore seed 7467): the pass whose introspection marks a node complete (and
+/// releases its cordon) ends there (R6.6), so the next batch is chosen only on a later pass, once
+/// that write is durable; the completing write expects the node's whole document.
+#[test]
+fn inv16_7_a_pass_that_marks_a_node_complete_chooses_no_new_batch() {
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry("a", "1.0.0", Stage::Config, State::Complete)],
+    );
+    set_annotation(&mut n1, &keys::node_status("demo"), "in_progress");
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(
+        vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)],
+        vec![n1, node("n2")],
+    );
+    assert!(
+        created(&step(&mut s)).is_empty(),
+        "the finalizer pass (R6.2)"
+    );
+    let completing = step(&mut s);
+    let expects_doc = completing.effects.iter().any(|e| match e {
+        Effect::PatchNode(p) => {
+            p.node == "n1"
+                && p.annotations.get(&keys::node_status("demo"))
+                    == Some(&Some("complete".to_string()))
+                && p.expect_documents.contains_key("demo")
+        }
+        _ => false,
+    });
+    assert!(
+        expects_doc,
+        "n1 is marked complete, expecting its whole document"
+    );
+    assert!(
+        created(&completing).is_empty(),
+        "no start in the completing pass"
+    );
+    assert!(
+        !completing
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::RecordBatch { .. })),
+        "no new batch in the completing pass"
+    );
+    let next = until_created(&mut s, 5);
+    assert_eq!(
+        created_stages(&next),
+        vec![("n2".to_string(), "apply".to_string())]
+    );
+}
+
 #[test]
 fn t05_t06_e13_completion_recorded_then_config_started() {
     let mut s = one_pkg();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
-use nodewright_crds::{NodeWrightStatus, PackageStatus};
+use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
 
 mod confirm;
@@ -15,7 +15,7 @@ mod precondition;
 mod skip;
 mod status_base;
 
-pub use confirm::EntryCheck;
+pub use confirm::{EntryCheck, EntryExpect};
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
 pub use skip::{Ended, SkipScope};
@@ -35,6 +35,11 @@ pub enum Effect {
         /// What must hold on a fresh read right before the create (B6 for interrupt Jobs).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         precondition: Option<FreshReadPrecondition>,
+        /// I1: create only if a fresh read of the node shows the package's entry as the snapshot
+        /// did (the entry the guarded node write recording the start expects), so a node cache
+        /// lagging behind the apiserver cannot start a stage beside another.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confirm: Option<EntryExpect>,
     },
     /// Foreground-delete a Job guarded by its uid; always logged and evented with the reason.
     DeleteJob {
@@ -128,6 +133,15 @@ pub enum Effect {
         /// The full desired status; the shell sends the difference.
         status: Box<NodeWrightStatus>,
     },
+    /// I7: merge-patch a newly selected batch into a NodeWright's status (the rollout
+    /// bookkeeping only: `nodePriority`, `nodeOrderOffset`, `compartmentStatuses`) before any
+    /// write acts on it; when it does not happen, the rest of the plan is skipped.
+    RecordBatch {
+        /// NodeWright name.
+        nodewright: String,
+        /// The rollout bookkeeping to write; every other field is left default and not sent.
+        status: Box<NodeWrightStatus>,
+    },
     /// Add the finalizer to a NodeWright.
     AddFinalizer {
         /// NodeWright name.
@@ -192,6 +206,11 @@ pub struct NodePatch {
     /// is removed if present, and `unschedulable` cleared when it was and no other cordon remains.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub release_cordon_of: Vec<String>,
+    /// Per NodeWright, its whole node-state document as the snapshot had it, which the fresh
+    /// read must still show (invariant 16.7, B7): the write marks the node complete or releases
+    /// its cordon, which rests on every entry, not only the ones it changes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub expect_documents: BTreeMap<String, NodeState>,
     /// Who and what it concerned.
     pub context: Context,
 }
@@ -289,4 +308,16 @@ pub struct EventSpec {
     pub action: String,
     /// Human message.
     pub message: String,
+}
+
+/// The rollout bookkeeping of a status (`nodePriority`, `nodeOrderOffset`,
+/// `compartmentStatuses`), every other field default: what [`Effect::RecordBatch`] writes and
+/// what the rollout reads.
+pub fn rollout_bookkeeping(status: &NodeWrightStatus) -> NodeWrightStatus {
+    NodeWrightStatus {
+        node_priority: status.node_priority.clone(),
+        node_order_offset: status.node_order_offset,
+        compartment_statuses: status.compartment_statuses.clone(),
+        ..NodeWrightStatus::default()
+    }
 }

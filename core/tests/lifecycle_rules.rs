@@ -162,7 +162,10 @@ fn doc_raw(s: &nodewright_core::Snapshot, node: &str, nw: &str) -> Option<String
 fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
     let mut s = one_pkg();
     let first = step(&mut s);
-    assert!(created(&first).is_empty(), "introspection ends the pass");
+    assert!(
+        created(&first).is_empty(),
+        "adding the finalizer ends the pass (R6.2)"
+    );
     assert_eq!(first.requeue_after, Some(std::time::Duration::from_secs(2)));
     let second = until_created(&mut s, 10);
     assert_eq!(
@@ -187,6 +190,148 @@ fn r6_6_first_pass_introspects_then_t01_e01_e02_apply_starts() {
     );
     let st = s.nodewrights[0].status.clone().unwrap();
     assert!(status::condition(&st.conditions, "ApplyPackage").is_some());
+}
+
+/// R6.6 (issue 15): a pass that records no executor outcome goes on from introspection to the
+/// work phase, so the pass that first writes the node's status also starts its first Job.
+#[test]
+fn r6_6_introspection_without_a_recorded_outcome_goes_on_to_the_work_phase() {
+    let mut s = one_pkg();
+    assert!(
+        created(&step(&mut s)).is_empty(),
+        "the finalizer pass (R6.2)"
+    );
+    let second = step(&mut s);
+    let introspected = second.effects.iter().any(|e| match e {
+        Effect::PatchStatus { status, .. } => status.node_status.contains_key("n1"),
+        _ => false,
+    });
+    assert!(introspected, "the pass writes the node's status");
+    assert_eq!(
+        created_stages(&second),
+        vec![("n1".to_string(), "apply".to_string())],
+        "and starts the first Job"
+    );
+}
+
+/// Invariant 16.1 (I1): every create carries the package's entry as the snapshot showed it, for a
+/// fresh read of the node before the create: the first start expects no entry (explore seed
+/// 7022: a lagging node cache), the re-create of a lost executor the open entry (seed 60).
+#[test]
+fn inv16_1_every_create_is_confirmed_against_the_snapshot_entry() {
+    let confirms =
+        |plan: &nodewright_core::Plan| -> Vec<Option<nodewright_core::effect::EntryExpect>> {
+            plan.effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::CreateJob { confirm, .. } => Some(confirm.clone()),
+                    _ => None,
+                })
+                .collect()
+        };
+    let mut s = one_pkg();
+    let first = until_created(&mut s, 10);
+    let check = confirms(&first)
+        .pop()
+        .flatten()
+        .expect("the first create carries an entry check");
+    assert_eq!(
+        (check.node.as_str(), check.package.as_str(), check.entry),
+        ("n1", "dexter", None),
+        "the snapshot had no entry"
+    );
+    s.jobs.clear(); // the executor is lost; the node still shows (apply, in_progress)
+    let again = until_created(&mut s, 10);
+    let check = confirms(&again)
+        .pop()
+        .flatten()
+        .expect("the re-create carries an entry check");
+    let entry = check.entry.expect("the snapshot's open entry");
+    assert_eq!(
+        (check.node.as_str(), entry.stage, entry.state),
+        ("n1", Stage::Apply, Some(State::InProgress))
+    );
+}
+
+/// Invariant 16.7 (I7): the pass that selects a batch records it (`RecordBatch`, the rollout
+/// bookkeeping only) before any write acting on it, so a pass on a snapshot that misses the
+/// status write cannot choose another batch beside it (explore seed 6592); a pass that selects
+/// no new node records nothing.
+#[test]
+fn inv16_7_a_new_batch_is_recorded_before_any_write_acting_on_it() {
+    let mut s = one_pkg();
+    let first = until_created(&mut s, 10);
+    let Some(Effect::RecordBatch { nodewright, status }) = first.effects.first() else {
+        panic!(
+            "the batch is the plan's first write: {:?}",
+            first.effects.first()
+        );
+    };
+    assert_eq!(nodewright, "demo");
+    assert!(status.node_priority.contains_key("n1"));
+    assert_eq!(status.package_list, "", "only the rollout bookkeeping");
+    for _ in 0..3 {
+        let plan = step(&mut s);
+        assert!(
+            !plan
+                .effects
+                .iter()
+                .any(|e| matches!(e, Effect::RecordBatch { .. })),
+            "the batch is already recorded"
+        );
+    }
+}
+
+/// Invariant 16.7 (explore seed 7467): the pass whose introspection marks a node complete (and
+/// releases its cordon) ends there (R6.6), so the next batch is chosen only on a later pass, once
+/// that write is durable; the completing write expects the node's whole document.
+#[test]
+fn inv16_7_a_pass_that_marks_a_node_complete_chooses_no_new_batch() {
+    let mut n1 = with_state(
+        node("n1"),
+        "demo",
+        &[entry("a", "1.0.0", Stage::Config, State::Complete)],
+    );
+    set_annotation(&mut n1, &keys::node_status("demo"), "in_progress");
+    set_annotation(&mut n1, &keys::cordon("demo"), "true");
+    let mut s = snapshot(
+        vec![with_budget(with_pkg(nw("demo"), "a", "1.0.0"), 1)],
+        vec![n1, node("n2")],
+    );
+    assert!(
+        created(&step(&mut s)).is_empty(),
+        "the finalizer pass (R6.2)"
+    );
+    let completing = step(&mut s);
+    let expects_doc = completing.effects.iter().any(|e| match e {
+        Effect::PatchNode(p) => {
+            p.node == "n1"
+                && p.annotations.get(&keys::node_status("demo"))
+                    == Some(&Some("complete".to_string()))
+                && p.expect_documents.contains_key("demo")
+        }
+        _ => false,
+    });
+    assert!(
+        expects_doc,
+        "n1 is marked complete, expecting its whole document"
+    );
+    assert!(
+        created(&completing).is_empty(),
+        "no start in the completing pass"
+    );
+    assert!(
+        !completing
+            .effects
+            .iter()
+            .any(|e| matches!(e, Effect::RecordBatch { .. })),
+        "no new batch in the completing pass"
+    );
+    let next = until_created(&mut s, 5);
+    assert_eq!(
+        created_stages(&next),
+        vec![("n2".to_string(), "apply".to_string())]
+    );
 }
 
 #[test]
@@ -563,10 +708,14 @@ fn b6_inv16_2_e03_interrupt_waits_for_unfinished_executors() {
     );
     n1.spec.as_mut().unwrap().unschedulable = Some(true);
     set_annotation(&mut n1, &keys::cordon("demo"), "true");
-    let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
-    // Another NodeWright's unfinished executor on the node.
+    // Another NodeWright's unfinished executor on the node, recorded in its node state (an
+    // unrecorded one would be swept as stale and no longer hold the interrupt back).
     let mut busy = snapshot(vec![with_pkg(nw("zother"), "z", "1.0.0")], vec![node("n1")]);
     until_created(&mut busy, 5);
+    let zother_state =
+        busy.nodes[0].metadata.annotations.as_ref().unwrap()[&keys::node_state("zother")].clone();
+    set_annotation(&mut n1, &keys::node_state("zother"), &zother_state);
+    let mut s = snapshot(vec![n, with_pkg(nw("zother"), "z", "1.0.0")], vec![n1]);
     s.jobs = busy.jobs.clone();
     assert_eq!(s.jobs.len(), 1);
     for _ in 0..4 {
@@ -2168,15 +2317,6 @@ fn settle(s: &mut nodewright_core::Snapshot) {
     panic!("no fixpoint in 10 passes");
 }
 
-/// Steps `n` passes; returns the last plan.
-fn steps(s: &mut nodewright_core::Snapshot, n: usize) -> nodewright_core::Plan {
-    let mut plan = step(s);
-    for _ in 1..n {
-        plan = step(s);
-    }
-    plan
-}
-
 /// Invariant 16.9 narrowed to what it protects: the pass that records an outcome on a node holds
 /// back the starts that rest on it (the same package's next stage) and starts an unrelated
 /// package of the node beside it.
@@ -2272,15 +2412,14 @@ fn inv16_9_b6_an_interrupt_package_waits_for_any_recorded_outcome_on_the_node() 
         created_packages(&first),
         vec![("a-1.0.0".into(), "apply".into())]
     );
-    // b cordons, then drains; it would start in the second pass after a's start.
+    // b cordons, then drains; it would start in the pass after a's start.
     let mut quiet = nodewright_core::Snapshot::clone(&s);
-    let unblocked = steps(&mut quiet, 3);
+    let unblocked = step(&mut quiet);
     assert!(
         created_packages(&unblocked).contains(&("b-1.0.0".into(), "apply".into())),
         "without an outcome b starts here: {:?}",
         created_packages(&unblocked)
     );
-    steps(&mut s, 2);
     finish_package(&mut s, "a-1.0.0");
     let recorded = step(&mut s);
     assert!(
@@ -2298,8 +2437,8 @@ fn inv16_9_b6_an_interrupt_package_waits_for_any_recorded_outcome_on_the_node() 
 
 /// 16.9 with 16.8: a lower-priority NodeWright does not start on a node in the pass that
 /// recorded the completion of the higher-priority NodeWright there (its start rests on it).
-/// That pass also changes the node's status for `first`, which ends it at R6.6; the
-/// other-NodeWright rule of `Recorded::blocks` is the second guard.
+/// That pass also changes the node's status for `first`; since R6.6 no longer ends the pass,
+/// the other-NodeWright rule of `Recorded::blocks` is what holds `second` back.
 #[test]
 fn inv16_9_inv16_8_another_nodewrights_outcome_holds_back_the_next_priority() {
     let mut second = with_pkg(nw("second"), "b", "1.0.0");

@@ -398,3 +398,37 @@ fn inv16_5_b7_uncordon_is_held_by_a_cordon_written_after_the_snapshot() {
         "the uncordon rests on the fresh annotations"
     );
 }
+
+/// Invariant 16.7, B7 (explore seed 7467): a write that marks a node complete and releases its
+/// cordon rests on the whole document, so it is refused when the fresh read shows an entry the
+/// snapshot did not (a stage started since, on a node cache that lagged behind it).
+#[test]
+fn inv16_7_b7_a_completing_write_is_refused_when_the_document_changed_since_the_snapshot() {
+    let seen = vec![entry("alpha", Stage::Config, State::Complete)];
+    let mut seen_doc = NodeState::default();
+    for e in &seen {
+        seen_doc.upsert(e.clone());
+    }
+    let mut completing = patch(true, vec![]);
+    completing.annotations = BTreeMap::from([
+        (keys::node_status("demo"), Some("complete".to_string())),
+        (keys::cordon("demo"), None),
+    ]);
+    completing.expect_documents = BTreeMap::from([("demo".to_string(), seen_doc)]);
+    let cordoned = |entries: &[PackageStatus]| {
+        node(&[
+            (state_key(), doc(entries)),
+            (keys::cordon("demo"), "true".into()),
+        ])
+    };
+    let same = resolved(&cordoned(&seen), &completing);
+    assert_eq!(same.annotations.get(&keys::cordon("demo")), Some(&None));
+    let started = cordoned(&[
+        entry("alpha", Stage::Config, State::Complete),
+        entry("bravo", Stage::Apply, State::InProgress),
+    ]);
+    assert!(matches!(
+        resolve_node_patch(&started, &completing),
+        Err(NodePatchRefusal::Mismatch(_))
+    ));
+}

@@ -400,9 +400,12 @@ impl ClusterPort for SimPort<'_> {
         })
     }
 
-    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
         self.fence()?;
-        self.with(|s| merge_patch::<NodeWright>(s.store(), None, name, body, true).map(drop))
+        self.with(|s| {
+            merge_patch::<NodeWright>(s.store(), None, name, body, true)
+                .map(|(_, written)| written.metadata.resource_version)
+        })
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {

@@ -74,6 +74,7 @@ fn start(stage: &str) -> Effect {
         job: Box::new(job(stage, false)),
         context: Default::default(),
         precondition: None,
+        confirm: None,
     }
 }
 

@@ -4,7 +4,7 @@
 //! not yet): deciding on that skew would delete a recorded Job and run its stage again.
 
 use k8s_openapi::api::core::v1::Node;
-use nodewright_crds::{NodeState, Stage, State, keys};
+use nodewright_crds::{NodeState, PackageStatus, Stage, State, keys};
 use serde::{Deserialize, Serialize};
 
 /// The node-state entry a `DeleteJob` needs to find still open on a fresh read of the node.
@@ -39,11 +39,58 @@ impl EntryCheck {
             .is_some_and(|e| e.stage == self.stage && e.state != Some(State::Complete))
     }
 
-    /// Why the deletion is dropped when the check does not hold.
+    /// Why the deletion or create is dropped when the check does not hold.
     pub fn refusal(&self) -> String {
         format!(
-            "fresh read of node {} shows {}|{} of {} no longer open at {} (D21: the outcome is recorded; no re-run)",
+            "fresh read of node {} shows {}|{} of {} no longer open at {} (D21, I1: the outcome is recorded; no re-run)",
             self.node, self.package, self.version, self.nodewright, self.stage
+        )
+    }
+}
+
+/// I1: the node-state entry a `CreateJob` needs to find on a fresh read of its node, exactly as
+/// the snapshot the pass was planned on showed it. The create goes before the guarded node write
+/// that records its stage; on a node cache lagging behind the apiserver that write would be
+/// dropped after the Job had started, so the create is checked against the same entry first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryExpect {
+    /// NodeWright whose document holds the entry.
+    pub nodewright: String,
+    /// Node to read.
+    pub node: String,
+    /// Package name.
+    pub package: String,
+    /// Package version.
+    pub version: String,
+    /// The entry the snapshot showed (`None`: no entry).
+    pub entry: Option<PackageStatus>,
+}
+
+impl EntryExpect {
+    /// True when `node` (freshly read) shows exactly the expected entry. An unreadable document
+    /// never matches.
+    pub fn holds(&self, node: &Node) -> bool {
+        let text = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(&keys::node_state(&self.nodewright)));
+        let doc = match text {
+            None => NodeState::default(),
+            Some(t) => match NodeState::parse(t) {
+                Ok(doc) => doc,
+                Err(_) => return false,
+            },
+        };
+        doc.get(&self.package, &self.version) == self.entry.as_ref()
+    }
+
+    /// Why the create is dropped when the check does not hold.
+    pub fn refusal(&self) -> String {
+        format!(
+            "fresh read of node {} shows {}|{} of {} changed since the snapshot (I1: the next pass decides on fresh state)",
+            self.node, self.package, self.version, self.nodewright
         )
     }
 }
@@ -51,7 +98,6 @@ impl EntryCheck {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nodewright_crds::PackageStatus;
 
     fn node_with(stage: Stage, state: State) -> Node {
         let mut doc = NodeState::default();

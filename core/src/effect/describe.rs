@@ -25,6 +25,7 @@ impl Effect {
             Effect::PatchNodeConditions { .. } => "PatchNodeConditions",
             Effect::Evict { .. } => "Evict",
             Effect::PatchStatus { .. } => "PatchStatus",
+            Effect::RecordBatch { .. } => "RecordBatch",
             Effect::AddFinalizer { .. } => "AddFinalizer",
             Effect::RemoveFinalizer { .. } => "RemoveFinalizer",
             Effect::UpsertConfigMap { .. } => "UpsertConfigMap",
@@ -108,6 +109,7 @@ mod tests {
             job: Box::new(Job::default()),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         };
         let patch = Effect::PatchNode(Box::default());
         let finalizer = Effect::AddFinalizer {

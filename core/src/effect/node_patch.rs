@@ -61,6 +61,14 @@ pub fn resolve_node_patch(
     patch: &NodePatch,
 ) -> Result<Option<NodeDelta>, NodePatchRefusal> {
     let current = fresh.metadata.annotations.clone().unwrap_or_default();
+    for (nw, expected) in &patch.expect_documents {
+        if fresh_document(&current, patch, nw)? != *expected {
+            return Err(NodePatchRefusal::Mismatch(format!(
+                "node {} document of {} changed since the snapshot (the write marks it complete or releases its cordon)",
+                patch.node, nw
+            )));
+        }
+    }
     let mut annotations = delta(&current, &patch.annotations);
     let (entries, state_changed) = merge_state(&current, patch, &mut annotations)?;
     let labels = delta(

@@ -170,6 +170,7 @@ mod tests {
             job: Box::new(interrupt("int")),
             context: Context::default(),
             precondition: None,
+            confirm: None,
         };
         assert_eq!(
             bare.fresh_read_precondition(),

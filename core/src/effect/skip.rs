@@ -24,6 +24,8 @@ pub struct SkipScope {
     failed_nodes: BTreeSet<String>,
     failed_nodewrights: BTreeSet<String>,
     previous_happened: bool,
+    /// A batch could not be recorded (I7): nothing after it is written.
+    halted: bool,
 }
 
 impl Default for SkipScope {
@@ -33,16 +35,21 @@ impl Default for SkipScope {
             failed_nodes: BTreeSet::new(),
             failed_nodewrights: BTreeSet::new(),
             previous_happened: true,
+            halted: false,
         }
     }
 }
 
 impl SkipScope {
     /// True when `effect` must be skipped: an Event whose write did not happen, any effect on a
-    /// node with a failed write, or the status patch of a NodeWright with a failed node write.
+    /// node with a failed write, the status patch of a NodeWright with a failed node write, or
+    /// any write after a batch that could not be recorded (I7).
     pub fn blocks(&self, effect: &Effect) -> bool {
         if matches!(effect, Effect::Event(_)) {
             return !self.previous_happened;
+        }
+        if self.halted {
+            return true;
         }
         if let Effect::PatchStatus { nodewright, .. } = effect
             && self.failed_nodewrights.contains(nodewright)
@@ -61,6 +68,9 @@ impl SkipScope {
         if ended != Ended::Failed {
             return;
         }
+        if matches!(effect, Effect::RecordBatch { .. }) {
+            self.halted = true;
+        }
         if let Some(node) = effect.node() {
             self.failed_nodes.insert(node.to_string());
             if let Some(nw) = &effect.context().nodewright {
@@ -76,7 +86,10 @@ impl SkipScope {
 
     /// The part of the scope one node's lane needs (for applying nodes concurrently).
     pub fn fork(&self, node: &str) -> SkipScope {
-        let mut local = SkipScope::default();
+        let mut local = SkipScope {
+            halted: self.halted,
+            ..SkipScope::default()
+        };
         if self.failed_nodes.contains(node) {
             local.failed_nodes.insert(node.to_string());
         }
@@ -87,6 +100,7 @@ impl SkipScope {
     pub fn merge(&mut self, other: SkipScope) {
         self.failed_nodes.extend(other.failed_nodes);
         self.failed_nodewrights.extend(other.failed_nodewrights);
+        self.halted |= other.halted;
     }
 }
 

@@ -106,6 +106,7 @@ pub fn plan_create(
     let name = job.metadata.name.clone().unwrap_or_default();
     match index.by_name(&name) {
         None => CreateDecision::Create(vec![Effect::CreateJob {
+            confirm: None,
             job: Box::new(job),
             context,
             // B6: the snapshot may lag; the interpreter re-checks the node on a fresh list.

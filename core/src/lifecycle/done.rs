@@ -32,6 +32,16 @@ pub struct Done {
     /// (NodeWright, node, package) triples whose uninstall cycle this pass ended: no install
     /// starts for them until the removal is written (invariant 16.11).
     pub cycle_ended: BTreeSet<(String, String, String)>,
+    /// Nodes this pass's introspection marked complete or released from a cordon: a batch
+    /// chosen on that must wait until the write is durable (invariant 16.7).
+    pub settled: BTreeSet<String>,
+}
+
+impl Done {
+    /// True when this pass recorded any executor outcome.
+    pub fn recorded_any(&self) -> bool {
+        !self.recorded.is_empty() || !self.outcomes.is_empty()
+    }
 }
 
 /// The outcome changes this pass made to one node's state, which later decisions of the same

@@ -13,7 +13,7 @@ use super::metrics;
 use super::view::NwView;
 use super::work::{Slot, node_patch};
 use crate::Plan;
-use crate::effect::Effect;
+use crate::effect::{Effect, rollout_bookkeeping};
 
 /// Requeue after a write (§3).
 pub const SHORT_REQUEUE: Duration = Duration::from_secs(2);
@@ -33,6 +33,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     slots.sort_by_key(|(slot, i, _)| (*slot, *i));
     let (before, rest): (Vec<_>, Vec<_>) =
         slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
+    plan.effects.extend(new_batches(&ctx, views));
     plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
     let mut saved_nodes = Vec::new();
     for name in ctx.work.touched_nodes() {
@@ -84,6 +85,26 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
         plan.requeue_after = None;
     }
     plan
+}
+
+/// I7: a batch selected in this pass (a node new in `nodePriority`) is recorded first, before
+/// any write acts on it, so a pass on a snapshot that misses the status write cannot choose
+/// another batch beside one already cordoned and started.
+fn new_batches(ctx: &Ctx, views: &[NwView]) -> Vec<Effect> {
+    views
+        .iter()
+        .filter_map(|v| {
+            let working = ctx.work.statuses.get(&v.name)?;
+            let grew = working
+                .node_priority
+                .keys()
+                .any(|n| !v.status.node_priority.contains_key(n));
+            grew.then(|| Effect::RecordBatch {
+                nodewright: v.name.clone(),
+                status: Box::new(rollout_bookkeeping(working)),
+            })
+        })
+        .collect()
 }
 
 /// Snapshot node-state documents on `node`, per NodeWright (readable ones only).

@@ -237,6 +237,16 @@ fn set_node_statuses(
         if new != Status::Complete {
             continue;
         }
+        let cordoned = ctx
+            .work
+            .annotation(
+                node,
+                &super::work::Work::cordon_key(&ctx.work.keys, &v.name),
+            )
+            .is_some();
+        if f.current != Status::Complete || cordoned {
+            ctx.done.settled.insert(name.clone());
+        }
         if f.current == Status::Complete {
             ctx.work.release_cordon(&v.name, node);
         } else {

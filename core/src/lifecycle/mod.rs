@@ -145,5 +145,11 @@ fn introspection_phase(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     if !v.disabled {
         introspection::set_suspend(ctx, v, false); // R6.5
     }
-    introspection::introspect(ctx, views, vi) // R6.6
+    // R6.6 ends the pass only when the pass recorded an executor outcome (a start could rest on
+    // it, invariant 16.9) or marked a node complete or uncordoned it (the next batch could rest
+    // on it, invariant 16.7). Otherwise its node statuses, batch and conditions are written with
+    // the work phase's effects, so a rollout's first executors start in the pass that chose
+    // their batch, not after every selected node's status write (issue 15, head-of-line).
+    introspection::introspect(ctx, views, vi)
+        && (ctx.done.recorded_any() || !ctx.done.settled.is_empty())
 }

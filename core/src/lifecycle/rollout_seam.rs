@@ -70,13 +70,7 @@ pub fn plan(
     };
     // plan_rollout reads only the rollout bookkeeping of the status; copy just that (the full
     // status mirrors every node's state and is expensive to clone at scale).
-    let current = ctx.status(v);
-    let light = nodewright_crds::NodeWrightStatus {
-        node_priority: current.node_priority.clone(),
-        node_order_offset: current.node_order_offset,
-        compartment_statuses: current.compartment_statuses.clone(),
-        ..Default::default()
-    };
+    let light = crate::effect::rollout_bookkeeping(ctx.status(v));
     let nw = nodewright_crds::NodeWright {
         metadata: v.nw.metadata.clone(),
         spec: v.nw.spec.clone(),

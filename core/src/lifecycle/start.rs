@@ -6,7 +6,7 @@ use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
 use super::ctx::Ctx;
 use super::view::NwView;
 use super::work::Slot;
-use crate::effect::Effect;
+use crate::effect::{Effect, EntryExpect};
 use crate::jobs;
 
 /// What a start attempt did.
@@ -64,7 +64,13 @@ pub fn start_executor(
         None => jobs::builder::build_package_job(&inputs),
     };
     match jobs::plan_create(&ctx.index, job, entry) {
-        jobs::CreateDecision::Create(effects) => {
+        jobs::CreateDecision::Create(mut effects) => {
+            let check = Some(snapshot_entry_check(v, node, pkg));
+            for e in &mut effects {
+                if let Effect::CreateJob { confirm, .. } = e {
+                    confirm.clone_from(&check);
+                }
+            }
             ensure_metadata(ctx, v, node);
             ctx.done.started.insert(triple);
             ctx.done.started_nodes.insert(node.to_string());
@@ -90,6 +96,26 @@ pub fn start_executor(
             ctx.requeue = true;
             Start::Waiting
         }
+    }
+}
+
+/// I1: every create is confirmed on a fresh read of the node against the package's entry as the
+/// snapshot showed it — the entry the guarded node write recording the start expects. A node
+/// cache lagging behind the apiserver (a recorded outcome, another stage's start) then drops the
+/// create instead of starting a stage beside another (or a finished stage again).
+fn snapshot_entry_check(v: &NwView, node: &str, pkg: &Package) -> EntryExpect {
+    let entry = v
+        .pos
+        .get(node)
+        .and_then(|&i| v.snapshot_doc(i))
+        .and_then(|d| d.get(&pkg.name, &pkg.version))
+        .cloned();
+    EntryExpect {
+        nodewright: v.name.clone(),
+        node: node.to_string(),
+        package: pkg.name.clone(),
+        version: pkg.version.clone(),
+        entry,
     }
 }
 

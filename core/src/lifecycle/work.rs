@@ -461,6 +461,9 @@ pub fn node_patch(
         .get(&name)
         .map(|nws| nws.iter().cloned().collect())
         .unwrap_or_default();
+    if patch.guarded {
+        patch.expect_documents = settling_documents(&patch, snapshot_states);
+    }
     let empty = patch.state.is_empty()
         && patch.remove_state_of.is_empty()
         && patch.annotations.is_empty()
@@ -469,6 +472,31 @@ pub fn node_patch(
         && patch.taints_add.is_empty()
         && patch.taints_remove.is_empty();
     (!empty).then_some(patch)
+}
+
+/// The snapshot documents of the NodeWrights whose node `patch` marks complete or uncordons:
+/// that rests on the whole document, so the fresh read must still show it (a lagging node cache
+/// must not release a node on which a stage was started since).
+fn settling_documents(
+    patch: &NodePatch,
+    snapshot_states: &BTreeMap<&str, &NodeState>,
+) -> BTreeMap<String, NodeState> {
+    let complete = Status::Complete.as_str();
+    let mut nws: BTreeSet<&str> = patch.release_cordon_of.iter().map(String::as_str).collect();
+    for (key, value) in &patch.annotations {
+        let nw = match value.as_deref() {
+            Some(v) if v == complete => key.strip_prefix(&keys::node_status("")),
+            None => key.strip_prefix(&keys::cordon("")),
+            Some(_) => None,
+        };
+        nws.extend(nw);
+    }
+    nws.into_iter()
+        .map(|nw| {
+            let doc = snapshot_states.get(nw).map(|d| (*d).clone());
+            (nw.to_string(), doc.unwrap_or_default())
+        })
+        .collect()
 }
 
 /// Records `value` for `key` of `node` in `changes` (annotation or label changes per node); a

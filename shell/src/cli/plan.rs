@@ -173,6 +173,7 @@ fn records_only(effect: &Effect) -> bool {
     matches!(
         effect,
         Effect::PatchStatus { .. }
+            | Effect::RecordBatch { .. }
             | Effect::AddFinalizer { .. }
             | Effect::Event(_)
             | Effect::PatchNode(_)
@@ -274,7 +275,10 @@ pub fn build(
                 .iter()
                 .map(|(node, st)| {
                     let actions = by_node.remove(node).unwrap_or_default();
-                    let blocked = (actions.is_empty() && *st != Status::Complete)
+                    // Why no executor starts here: a node whose status the pass also writes
+                    // (R6.6 goes on to the work phase) still gets its reason.
+                    let starts = actions.iter().any(|a| a.kind == "CreateJob");
+                    let blocked = (!starts && *st != Status::Complete)
                         .then(|| blocking_reason(snapshot, &desired, nw, node, *st));
                     NodePlan {
                         node: node.clone(),
@@ -347,6 +351,7 @@ fn compartment_lines(status: &NodeWrightStatus) -> Vec<String> {
 fn owner(effect: &Effect) -> Option<String> {
     match effect {
         Effect::PatchStatus { nodewright, .. }
+        | Effect::RecordBatch { nodewright, .. }
         | Effect::AddFinalizer { nodewright, .. }
         | Effect::RemoveFinalizer { nodewright, .. } => Some(nodewright.clone()),
         Effect::PatchNode(p) => p

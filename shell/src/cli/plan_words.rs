@@ -56,6 +56,10 @@ pub fn sentence(effect: &Effect) -> String {
             status.complete_nodes,
             status.nodes_in_progress
         ),
+        Effect::RecordBatch { status, .. } => format!(
+            "record the new batch first: {} nodes in the batch",
+            status.node_priority.len()
+        ),
         Effect::AddFinalizer { .. } => "add the finalizer".into(),
         Effect::RemoveFinalizer { .. } => "remove the finalizer".into(),
         Effect::UpsertConfigMap {

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use nodewright_core::effect::SkipScope;
+use nodewright_core::effect::{FinalizerChain, SkipScope};
 use nodewright_core::{Effect, Snapshot};
 use tracing::Instrument;
 
@@ -37,6 +37,13 @@ pub fn concurrency(value: Option<&str>) -> Result<usize, String> {
     }
 }
 
+/// True when a lane creates an executor Job.
+fn starts_executor(effects: &[Effect], indices: &[usize]) -> bool {
+    indices
+        .iter()
+        .any(|&i| matches!(effects.get(i), Some(Effect::CreateJob { .. })))
+}
+
 /// One applied effect: its index in the plan, kind and outcome.
 type Done = (usize, &'static str, Outcome);
 
@@ -62,6 +69,7 @@ impl<P: ClusterPort> Interpreter<P> {
     /// [`Interpreter::apply`] of a list of effects (a whole plan, or the part of one that a
     /// simulated crash lets through).
     pub async fn apply_effects(&self, snapshot: &Snapshot, effects: &[Effect]) -> Report {
+        *self.batch_chain.lock().unwrap_or_else(|p| p.into_inner()) = FinalizerChain::default();
         let units = units(effects);
         let mut outcomes: Vec<Option<(&'static str, Outcome)>> =
             effects.iter().map(|_| None).collect();
@@ -111,6 +119,10 @@ impl<P: ClusterPort> Interpreter<P> {
             let node = unit.node.as_deref().unwrap_or_default();
             lanes.entry(node).or_default().extend(&unit.indices);
         }
+        // Lanes that start executors go first: a pass that also writes thousands of nodes'
+        // statuses starts its Jobs at once. Effects of one node keep their order.
+        let mut lanes: Vec<(&str, Vec<usize>)> = lanes.into_iter().collect();
+        lanes.sort_by_key(|(_, indices)| !starts_executor(effects, indices));
         let forked: Vec<_> = lanes
             .into_iter()
             .map(|(node, indices)| (scope.fork(node), indices))
@@ -144,6 +156,9 @@ impl<P: ClusterPort> Interpreter<P> {
         scope: &mut SkipScope,
     ) -> Stretch {
         let mut stretch = Stretch::default();
+        // The lane's uncached read of its node, until the lane writes the node (creates and
+        // ConfigMaps do not).
+        let mut fresh = None;
         for &i in indices {
             let effect = &effects[i];
             let kind = effect.kind();
@@ -154,8 +169,15 @@ impl<P: ClusterPort> Interpreter<P> {
                 continue;
             } else {
                 let span = effect_span(kind, effect.context());
-                fenced_to_dropped(self.apply_one(snapshot, effect).instrument(span).await)
+                let applied = self.apply_in_lane(snapshot, effect, &mut fresh);
+                fenced_to_dropped(applied.instrument(span).await)
             };
+            if !matches!(
+                effect,
+                Effect::CreateJob { .. } | Effect::UpsertConfigMap { .. }
+            ) {
+                fresh = None;
+            }
             log_outcome(kind, effect, &outcome);
             scope.record(effect, outcome.ended());
             stretch.done.push((i, kind, outcome));

@@ -205,12 +205,12 @@ impl ClusterPort for KubePort {
             .map_err(api_error)
     }
 
-    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
         let api: Api<NodeWright> = Api::all(self.client.clone());
-        done(
-            api.patch_status(name, &PatchParams::default(), &merge(body))
-                .await,
-        )
+        api.patch_status(name, &PatchParams::default(), &merge(body))
+            .await
+            .map(|nw| nw.metadata.resource_version)
+            .map_err(api_error)
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {

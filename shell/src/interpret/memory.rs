@@ -337,8 +337,11 @@ impl ClusterPort for MemoryPort {
         self.with(|s| s.patch(nodewrights, name, body, false))
     }
 
-    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
-        self.with(|s| s.patch(nodewrights, name, body, true).map(drop))
+    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
+        self.with(|s| {
+            s.patch(nodewrights, name, body, true)
+                .map(|nw| nw.metadata.resource_version)
+        })
     }
 
     async fn create_config_map(&self, config_map: &ConfigMap) -> ApiResult<()> {

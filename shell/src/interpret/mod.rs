@@ -132,6 +132,10 @@ pub struct Interpreter<P = KubePort> {
     /// into (`from` → `to`): both versions carry the same status, so a status patch computed from
     /// `from` may expect `to` (§13.7, status precondition).
     pub(crate) finalizer_chain: Arc<Mutex<FinalizerChain>>,
+    /// Per NodeWright, the resourceVersion the plan's own batch record (I7) turned the snapshot's
+    /// version into: the plan's status patch carries that batch too, so it may expect it. Kept
+    /// for one plan only (a later pass on the old snapshot must not).
+    pub(crate) batch_chain: Arc<Mutex<FinalizerChain>>,
 }
 
 impl Interpreter<KubePort> {
@@ -158,6 +162,7 @@ impl<P: ClusterPort> Interpreter<P> {
             retry_backoff: Duration::from_millis(20),
             concurrency: DEFAULT_CONCURRENCY,
             finalizer_chain: Default::default(),
+            batch_chain: Default::default(),
         }
     }
 
@@ -196,10 +201,31 @@ impl<P: ClusterPort> Interpreter<P> {
 
     /// Applies one effect with its precondition.
     pub async fn apply_one(&self, snapshot: &Snapshot, effect: &Effect) -> Outcome {
+        self.apply_in_lane(snapshot, effect, &mut None).await
+    }
+
+    /// [`Interpreter::apply_one`] inside a node's lane: `fresh` is the lane's uncached read of
+    /// its node since the lane last wrote it, shared by the creates that confirm against it.
+    pub(super) async fn apply_in_lane(
+        &self,
+        snapshot: &Snapshot,
+        effect: &Effect,
+        fresh: &mut Option<Node>,
+    ) -> Outcome {
         match effect {
             Effect::CreateJob {
-                job, precondition, ..
-            } => self.create_job(job, precondition.as_ref()).await,
+                job,
+                precondition,
+                confirm,
+                ..
+            } => {
+                if let Some(check) = confirm
+                    && let Some(refused) = self.confirm_create(check, fresh).await
+                {
+                    return refused;
+                }
+                self.create_job(job, precondition.as_ref()).await
+            }
             Effect::DeleteJob {
                 name,
                 uid,
@@ -271,6 +297,9 @@ impl<P: ClusterPort> Interpreter<P> {
             }
             Effect::PatchStatus { nodewright, status } => {
                 self.patch_status(snapshot, nodewright, status).await
+            }
+            Effect::RecordBatch { nodewright, status } => {
+                self.record_batch(snapshot, nodewright, status).await
             }
             Effect::AddFinalizer { nodewright, uid } => {
                 self.set_finalizer(snapshot, nodewright, uid, true).await

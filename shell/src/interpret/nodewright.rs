@@ -26,14 +26,12 @@ impl<P: ClusterPort> Interpreter<P> {
             Ok(None) => return Outcome::Noop,
             Err(e) => return Outcome::Failed(e.into()),
         };
-        let expected = seen
-            .and_then(|nw| nw.metadata.resource_version.clone())
-            .map(|rv| self.chain().expected(name, rv));
+        let expected = self.expected_status_version(snapshot, name);
         if let Some(rv) = &expected {
             body["metadata"] = json!({ "resourceVersion": rv });
         }
         match self.port.patch_nodewright_status(name, &body).await {
-            Ok(()) => Outcome::Applied,
+            Ok(_) => Outcome::Applied,
             Err(e) if e.is_not_found() => Outcome::Noop,
             Err(e) if e.is_conflict() => Outcome::Dropped(format!(
                 "NodeWright {name} changed since the snapshot (resourceVersion {}); the next pass recomputes its status",
@@ -41,6 +39,61 @@ impl<P: ClusterPort> Interpreter<P> {
             )),
             Err(e) => Outcome::Failed(e.into()),
         }
+    }
+
+    /// I7: writes a newly selected batch (the rollout bookkeeping of `status`) before the plan's
+    /// other writes, guarded like the status patch; the plan's status patch may then expect the
+    /// version this write made.
+    pub(super) async fn record_batch(
+        &self,
+        snapshot: &Snapshot,
+        name: &str,
+        status: &NodeWrightStatus,
+    ) -> Outcome {
+        let current = snapshot
+            .nodewrights
+            .iter()
+            .find(|nw| nw.metadata.name.as_deref() == Some(name))
+            .and_then(|nw| nw.status.as_ref())
+            .map(nodewright_core::effect::rollout_bookkeeping);
+        let mut body = match status_patch(current.as_ref(), status) {
+            Ok(Some(body)) => body,
+            Ok(None) => return Outcome::Noop,
+            Err(e) => return Outcome::Failed(e.into()),
+        };
+        let from = snapshot_version(snapshot, name);
+        let expected = self.expected_status_version(snapshot, name);
+        if let Some(rv) = &expected {
+            body["metadata"] = json!({ "resourceVersion": rv });
+        }
+        match self.port.patch_nodewright_status(name, &body).await {
+            Ok(written) => {
+                self.batches().record(name, from, written);
+                Outcome::Applied
+            }
+            Err(e) if e.is_not_found() => Outcome::Noop,
+            Err(e) if e.is_conflict() => Outcome::Dropped(format!(
+                "NodeWright {name} changed since the snapshot (resourceVersion {}); the batch is not recorded and the plan's other writes are skipped",
+                expected.unwrap_or_default()
+            )),
+            Err(e) => Outcome::Failed(e.into()),
+        }
+    }
+
+    /// The resourceVersion a status write computed from the snapshot must expect: the one our
+    /// own batch record of this plan made, or our own finalizer write, or the snapshot's.
+    fn expected_status_version(&self, snapshot: &Snapshot, name: &str) -> Option<String> {
+        let rv = snapshot_version(snapshot, name)?;
+        let batched = self.batches().expected(name, rv.clone());
+        if batched != rv {
+            return Some(batched);
+        }
+        Some(self.chain().expected(name, rv))
+    }
+
+    fn batches(&self) -> std::sync::MutexGuard<'_, nodewright_core::effect::FinalizerChain> {
+        // A poisoned lock only means a panicking thread held it; the chain stays consistent.
+        self.batch_chain.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn chain(&self) -> std::sync::MutexGuard<'_, nodewright_core::effect::FinalizerChain> {
@@ -95,6 +148,15 @@ impl<P: ClusterPort> Interpreter<P> {
         }
         Outcome::Failed(ShellError::ConflictRetriesExhausted(self.conflict_attempts))
     }
+}
+
+/// The snapshot's resourceVersion of NodeWright `name`.
+fn snapshot_version(snapshot: &Snapshot, name: &str) -> Option<String> {
+    snapshot
+        .nodewrights
+        .iter()
+        .find(|nw| nw.metadata.name.as_deref() == Some(name))
+        .and_then(|nw| nw.metadata.resource_version.clone())
 }
 
 /// `{"status": <merge diff>}` between the snapshot's status and the desired one.

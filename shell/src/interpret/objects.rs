@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use nodewright_core::DeletionReason;
-use nodewright_core::effect::{EntryCheck, FreshReadPrecondition};
+use nodewright_core::effect::{EntryCheck, EntryExpect, FreshReadPrecondition};
 use serde_json::{Map, Value, json};
 use tracing::info;
 
@@ -63,13 +63,42 @@ impl<P: ClusterPort> Interpreter<P> {
         Some(Outcome::Dropped(precondition.refusal(busy)))
     }
 
-    /// D21 (K22): reads the node uncached; `None` when `check` holds and the re-run deletion may
-    /// go ahead, else the outcome that drops it (the next pass decides on fresh state).
+    /// I1: reads the node uncached (or takes `fresh`, this lane's read since its last node write);
+    /// `None` when it shows the package's entry as the snapshot did and the create may go ahead,
+    /// else the outcome that drops it.
+    pub(super) async fn confirm_create(
+        &self,
+        check: &EntryExpect,
+        fresh: &mut Option<Node>,
+    ) -> Option<Outcome> {
+        let known = fresh
+            .as_ref()
+            .filter(|n| n.metadata.name.as_deref() == Some(check.node.as_str()));
+        let read = match known {
+            Some(node) => Ok(Some(node.clone())),
+            None => self.port.get_node(&check.node, false).await,
+        };
+        if let Ok(Some(node)) = &read {
+            *fresh = Some(node.clone());
+        }
+        match read {
+            Ok(Some(node)) if check.holds(&node) => None,
+            Ok(_) => {
+                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, "create dropped on a fresh read of the node: {}", check.refusal());
+                Some(Outcome::Dropped(check.refusal()))
+            }
+            Err(e) => Some(Outcome::Failed(e.into())),
+        }
+    }
+
+    /// D21 (K22), I1: reads the node uncached; `None` when `check` holds and the re-run deletion
+    /// or the create may go ahead, else the outcome that drops it (the next pass decides on fresh
+    /// state).
     pub(super) async fn confirm_entry(&self, check: &EntryCheck) -> Option<Outcome> {
         match self.port.get_node(&check.node, false).await {
             Ok(Some(node)) if check.holds(&node) => None,
             Ok(_) => {
-                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, stage = %check.stage, "re-run deletion dropped: {}", check.refusal());
+                info!(node = %check.node, nodewright = %check.nodewright, package = %check.package, stage = %check.stage, "dropped on a fresh read of the node: {}", check.refusal());
                 Some(Outcome::Dropped(check.refusal()))
             }
             Err(e) => Some(Outcome::Failed(e.into())),

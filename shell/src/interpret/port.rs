@@ -104,12 +104,12 @@ pub trait ClusterPort {
         name: &str,
         body: &Value,
     ) -> impl Future<Output = ApiResult<NodeWright>>;
-    /// Merge-patches a NodeWright's status subresource.
+    /// Merge-patches a NodeWright's status subresource; returns the resourceVersion written.
     fn patch_nodewright_status(
         &self,
         name: &str,
         body: &Value,
-    ) -> impl Future<Output = ApiResult<()>>;
+    ) -> impl Future<Output = ApiResult<Option<String>>>;
     /// Creates a ConfigMap.
     fn create_config_map(&self, config_map: &ConfigMap) -> impl Future<Output = ApiResult<()>>;
     /// Replaces a ConfigMap guarded by the resourceVersion it carries.

@@ -165,6 +165,7 @@ async fn create_job_applied() {
             job: Box::new(job("j1")),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         },
     )
     .await;
@@ -187,6 +188,7 @@ async fn create_job_already_exists_is_dropped() {
             job: Box::new(job("j1")),
             context: ctx("n1"),
             precondition: None,
+            confirm: None,
         },
     )
     .await;
@@ -217,6 +219,7 @@ async fn b6_interrupt_create_dropped_when_fresh_read_shows_unfinished_job() {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
+            confirm: None,
         },
     )
     .await;
@@ -250,6 +253,7 @@ async fn b6_interrupt_create_applied_when_other_jobs_finished() {
             job: Box::new(labelled_interrupt_job("int")),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
+            confirm: None,
         },
     )
     .await;
@@ -351,6 +355,114 @@ async fn d21_k22_rerun_delete_dropped_when_the_fresh_read_shows_it_recorded() {
     let out = run(client, effect).await;
     assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
     assert_eq!(task.await.unwrap().len(), 1, "no DELETE was sent");
+}
+
+/// Invariant 16.1 (I1): every create carries the package's entry as the snapshot showed it and
+/// goes ahead only when a fresh read of the node still shows that entry.
+fn confirmed_create(fresh_state: Option<(&str, &str)>) -> (Effect, Value) {
+    let expected = nodewright_crds::PackageStatus {
+        name: "pkg".into(),
+        version: "1.0.0".into(),
+        image: "r/pkg".into(),
+        container_sha: String::new(),
+        stage: nodewright_crds::Stage::Apply,
+        state: Some(nodewright_crds::State::Complete),
+        restarts: 0,
+    };
+    let check = nodewright_core::effect::EntryExpect {
+        nodewright: "nw".into(),
+        node: "n1".into(),
+        package: "pkg".into(),
+        version: "1.0.0".into(),
+        entry: Some(expected),
+    };
+    let annotations = match fresh_state {
+        Some((stage, state)) => {
+            let doc = format!(
+                r#"{{"pkg|1.0.0":{{"name":"pkg","version":"1.0.0","image":"r/pkg","stage":"{stage}","state":"{state}"}}}}"#
+            );
+            json!({ keys::node_state("nw"): doc })
+        }
+        None => json!({}),
+    };
+    let node = node_json("7", annotations);
+    let effect = Effect::CreateJob {
+        job: Box::new(job("j1")),
+        context: ctx("n1"),
+        precondition: None,
+        confirm: Some(check),
+    };
+    (effect, node)
+}
+
+#[tokio::test]
+async fn inv16_1_create_goes_ahead_when_the_fresh_read_shows_the_snapshot_entry() {
+    let (effect, node) = confirmed_create(Some(("apply", "complete")));
+    let (client, task) = fake(vec![
+        expect("GET", "/api/v1/nodes/n1", 200, node),
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": "j1", "namespace": "nodewright"}}),
+        ),
+    ]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Applied), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn inv16_1_create_is_dropped_when_the_fresh_read_shows_the_entry_moved_on() {
+    // Explore seed 7022: the node cache still showed `apply`/`complete` while the apiserver
+    // already had `config`/`in_progress` from an earlier pass.
+    for fresh in [
+        Some(("config", "in_progress")),
+        Some(("apply", "in_progress")),
+        None,
+    ] {
+        let (effect, node) = confirmed_create(fresh);
+        let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
+        let out = run(client, effect).await;
+        assert!(matches!(out, Outcome::Dropped(_)), "{fresh:?}: {out:?}");
+        assert_eq!(task.await.unwrap().len(), 1, "{fresh:?}: no POST was sent");
+    }
+}
+
+#[tokio::test]
+async fn inv16_1_creates_on_one_node_share_one_fresh_read() {
+    let (first, node) = confirmed_create(Some(("apply", "complete")));
+    let Effect::CreateJob {
+        context, confirm, ..
+    } = first.clone()
+    else {
+        unreachable!("confirmed_create builds a CreateJob")
+    };
+    let second = Effect::CreateJob {
+        job: Box::new(job("j2")),
+        context,
+        precondition: None,
+        confirm,
+    };
+    let post = |name: &str| {
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": name, "namespace": "nodewright"}}),
+        )
+    };
+    let (client, task) = fake(vec![
+        expect("GET", "/api/v1/nodes/n1", 200, node),
+        post("j1"),
+        post("j2"),
+    ]);
+    let report = interpreter(client)
+        .apply_effects(&Snapshot::default(), &[first, second])
+        .await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, vec!["applied", "applied"]);
+    assert_eq!(task.await.unwrap().len(), 3, "one GET for both creates");
 }
 
 #[tokio::test]
@@ -1108,6 +1220,139 @@ async fn r13_7_status_after_our_finalizer_write_expects_its_version() {
     assert_eq!(seen[1].body["metadata"], json!({"resourceVersion": "2"}));
 }
 
+/// A plan that records a new batch, then acts on it (a start and the node's entry), then writes
+/// the status.
+fn batch_plan() -> (Snapshot, Plan) {
+    let (snapshot, status_effect) = changed_status("1");
+    let mut batch = NodeWrightStatus::default();
+    batch.node_priority.insert(
+        "n1".into(),
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+    );
+    let plan = Plan {
+        effects: vec![
+            Effect::RecordBatch {
+                nodewright: "nw".into(),
+                status: Box::new(batch),
+            },
+            Effect::CreateJob {
+                job: Box::new(job("j1")),
+                context: ctx("n1"),
+                precondition: None,
+                confirm: None,
+            },
+            state_patch(None, Some(entry(Stage::Apply, State::InProgress))),
+            event("Apply"),
+            status_effect,
+        ],
+        ..Plan::default()
+    };
+    (snapshot, plan)
+}
+
+#[tokio::test]
+async fn inv16_7_a_batch_that_cannot_be_recorded_skips_every_write_acting_on_it() {
+    let (snapshot, plan) = batch_plan();
+    let (client, task) = fake(vec![expect(
+        "PATCH",
+        "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+        409,
+        status(409, "Conflict"),
+    )]);
+    let report = interpreter(client).apply(&snapshot, &plan).await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(
+        labels,
+        vec!["dropped", "skipped", "skipped", "skipped", "skipped"]
+    );
+    let seen = task.await.unwrap();
+    assert_eq!(
+        seen.len(),
+        1,
+        "no Job, node or status write after the batch"
+    );
+    assert_eq!(seen[0].body["metadata"], json!({"resourceVersion": "1"}));
+    assert!(
+        seen[0].body["status"]["nodePriority"]["n1"].is_string(),
+        "{}",
+        seen[0].body
+    );
+}
+
+#[tokio::test]
+async fn inv16_7_the_status_patch_after_a_recorded_batch_expects_its_version() {
+    let (snapshot, plan) = batch_plan();
+    let written = serde_json::to_value(nodewright("2", &[], None)).unwrap_or_default();
+    let (client, task) = fake(vec![
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            written.clone(),
+        ),
+        expect(
+            "POST",
+            "/apis/batch/v1/namespaces/nodewright/jobs",
+            201,
+            json!({"metadata": {"name": "j1", "namespace": "nodewright"}}),
+        ),
+        expect("GET", "/api/v1/nodes/n1", 200, node_json("5", json!({}))),
+        expect("PATCH", "/api/v1/nodes/n1", 200, node_json("6", json!({}))),
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            written,
+        ),
+        expect(
+            "POST",
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            201,
+            json!({}),
+        ),
+    ]);
+    let interpreter = interpreter(client);
+    let report = interpreter.apply(&snapshot, &plan).await;
+    let applied: Vec<_> = report
+        .outcomes
+        .iter()
+        .filter(|(kind, _)| *kind != "Event")
+        .map(|(_, o)| o.label())
+        .collect();
+    assert_eq!(applied, vec!["applied"; 4]);
+    let seen = task.await.unwrap();
+    let status_writes: Vec<_> = seen
+        .iter()
+        .filter(|s| s.uri.contains("/nodewrights/nw/status"))
+        .map(|s| s.body["metadata"].clone())
+        .collect();
+    assert_eq!(
+        status_writes,
+        vec![
+            json!({"resourceVersion": "1"}),
+            json!({"resourceVersion": "2"})
+        ],
+        "the plan's status patch expects the version its own batch record made"
+    );
+}
+
+#[tokio::test]
+async fn inv16_7_a_later_plan_on_the_old_snapshot_does_not_expect_the_batch_version() {
+    let (snapshot, plan) = batch_plan();
+    let port = super::MemoryPort::new(snapshot.clone(), jiff::Timestamp::UNIX_EPOCH);
+    let interpreter =
+        super::Interpreter::with_port(port, "nodewright", EventRecorder::new("test-pod"));
+    let first = interpreter
+        .apply_effects(&snapshot, &plan.effects[..1])
+        .await;
+    assert_eq!(first.outcomes[0].1.label(), "applied");
+    // A later pass still planned on the snapshot from before the batch was recorded: its status
+    // patch must not pass as if it had seen that batch.
+    let (_, stale) = changed_status("1");
+    let later = interpreter.apply_effects(&snapshot, &[stale]).await;
+    assert_eq!(later.outcomes[0].1.label(), "dropped");
+}
+
 #[tokio::test]
 async fn r13_7_unchanged_status_is_not_written() {
     let s = NodeWrightStatus {
@@ -1396,11 +1641,13 @@ async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
                 precondition: None,
+                confirm: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1565,12 +1812,14 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
                 job: Box::new(job("j1")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
             event("Apply"),
             Effect::CreateJob {
                 job: Box::new(job("j2")),
                 context: ctx("n2"),
                 precondition: None,
+                confirm: None,
             },
             Effect::PatchStatus {
                 nodewright: "nw".into(),
@@ -1583,6 +1832,7 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
                 job: Box::new(job("j3")),
                 context: ctx("n1"),
                 precondition: None,
+                confirm: None,
             },
         ],
         ..Plan::default()

@@ -104,7 +104,7 @@ impl ClusterPort for SlowPort {
     async fn patch_nodewright(&self, name: &str, body: &Value) -> ApiResult<NodeWright> {
         self.inner.patch_nodewright(name, body).await
     }
-    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<()> {
+    async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
         let call = self.inner.patch_nodewright_status(name, body);
         self.slow(format!("status {name}"), name, call).await
     }
@@ -198,6 +198,7 @@ fn create(node: &str) -> Effect {
         job: Box::new(job(&format!("job-{node}"))),
         context: ctx(node),
         precondition: None,
+        confirm: None,
     }
 }
 
@@ -420,6 +421,39 @@ async fn many_nodes_are_applied_at_most_the_concurrency_limit_at_a_time() {
             expected,
             "limit {limit}"
         );
+    }
+}
+
+/// R6.6 (issue 15): a pass that writes many nodes' statuses and starts Jobs on a few sends the
+/// lanes that create Jobs first, whatever their place in node order; each node keeps its order.
+#[tokio::test(start_paused = true)]
+async fn r6_6_lanes_that_create_jobs_are_applied_before_status_only_lanes() {
+    let names = ["a1", "a2", "a3", "a4", "z1", "z2"];
+    let snapshot = Snapshot {
+        nodes: names.into_iter().map(node).collect(),
+        ..Snapshot::default()
+    };
+    // a1..a4 only get their status written; z1 and z2 also get a Job, created before their
+    // own node write as the core orders it.
+    let mut effects: Vec<Effect> = Vec::new();
+    for n in names {
+        if n.starts_with('z') {
+            effects.push(create(n));
+        }
+        effects.push(record_start(n, "nw", false));
+    }
+    let port = SlowPort::new(snapshot.clone(), |_| 10);
+    let interpreter = slow_interpreter(port, 2);
+    let report = interpreter.apply_effects(&snapshot, &effects).await;
+    assert_eq!(report.count("applied"), effects.len());
+    let port = interpreter.port();
+    for z in ["z1", "z2"] {
+        assert!(
+            port.at(&format!("create job job-{z}")) < port.at("patch node a1"),
+            "{z}'s Job waited for a status-only node: {:?}",
+            port.log.borrow()
+        );
+        assert!(port.at(&format!("create job job-{z}")) < port.at(&format!("patch node {z}")));
     }
 }
 

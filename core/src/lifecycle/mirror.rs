@@ -175,4 +175,3 @@ impl std::io::Write for Counter {
         Ok(())
     }
 }
-

@@ -261,11 +261,22 @@ fn inv16_1_every_create_is_confirmed_against_the_snapshot_entry() {
 fn inv16_7_a_new_batch_is_recorded_before_any_write_acting_on_it() {
     let mut s = one_pkg();
     let first = until_created(&mut s, 10);
-    let Some(Effect::RecordBatch { nodewright, status }) = first.effects.first() else {
-        panic!(
-            "the batch is the plan's first write: {:?}",
-            first.effects.first()
-        );
+    let at = first
+        .effects
+        .iter()
+        .position(|e| matches!(e, Effect::RecordBatch { .. }))
+        .expect("the pass records its batch");
+    let acting = first
+        .effects
+        .iter()
+        .position(|e| matches!(e, Effect::CreateJob { .. } | Effect::PatchNode(_)))
+        .expect("and acts on it");
+    assert!(
+        at < acting,
+        "the batch is recorded before any write acting on it"
+    );
+    let Effect::RecordBatch { nodewright, status } = &first.effects[at] else {
+        unreachable!("found above")
     };
     assert_eq!(nodewright, "demo");
     assert!(status.node_priority.contains_key("n1"));

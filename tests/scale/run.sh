@@ -67,7 +67,9 @@ op_pid() { # the recorded operator pid while it still runs the operator
   [ -f "$OP_PID_FILE" ] || return 1
   pid=$(cat "$OP_PID_FILE")
   [ -n "$pid" ] && [ -d "/proc/$pid" ] || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -Eq 'nodewright-operator|/manager' || return 1
+  # The operator binary, whatever it is named (SCALE_OPERATOR_BIN), or the default ones.
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null \
+    | grep -Fq -e nodewright-operator -e /manager -e "${SCALE_OPERATOR_BIN:-nodewright-operator}" || return 1
   echo "$pid"
 }
 stop_operator() {

@@ -27,12 +27,7 @@ impl EntryCheck {
     /// True when `node` (freshly read) holds the entry at the check's stage, not complete. An
     /// absent, other-stage, complete or unreadable entry means "do not delete".
     pub fn holds(&self, node: &Node) -> bool {
-        let text = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(&keys::node_state(&self.nodewright)));
-        let Some(doc) = text.and_then(|t| NodeState::parse(t).ok()) else {
+        let Some(Ok(doc)) = document(node, &self.nodewright) else {
             return false;
         };
         doc.get(&self.package, &self.version)
@@ -71,17 +66,10 @@ impl EntryExpect {
     /// True when `node` (freshly read) shows exactly the expected entry. An unreadable document
     /// never matches.
     pub fn holds(&self, node: &Node) -> bool {
-        let text = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(&keys::node_state(&self.nodewright)));
-        let doc = match text {
+        let doc = match document(node, &self.nodewright) {
             None => NodeState::default(),
-            Some(t) => match NodeState::parse(t) {
-                Ok(doc) => doc,
-                Err(_) => return false,
-            },
+            Some(Ok(doc)) => doc,
+            Some(Err(_)) => return false,
         };
         doc.get(&self.package, &self.version) == self.entry.as_ref()
     }
@@ -93,6 +81,16 @@ impl EntryExpect {
             self.node, self.package, self.version, self.nodewright
         )
     }
+}
+
+/// The node-state document of `nodewright` on `node`: `None` without the annotation.
+fn document(node: &Node, nodewright: &str) -> Option<Result<NodeState, impl std::fmt::Debug>> {
+    let text = node
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(&keys::node_state(nodewright))?;
+    Some(NodeState::parse(text))
 }
 
 #[cfg(test)]

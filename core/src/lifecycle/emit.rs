@@ -33,8 +33,14 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     slots.sort_by_key(|(slot, i, _)| (*slot, *i));
     let (before, rest): (Vec<_>, Vec<_>) =
         slots.into_iter().partition(|(s, _, _)| *s != Slot::After);
+    // The batch is recorded after the deletions, evictions and the finalizer (their writes do
+    // not act on a new batch, and our finalizer write then precedes the status writes that
+    // expect its version) and before the creates and node writes that act on it.
+    let (early, create): (Vec<_>, Vec<_>) =
+        before.into_iter().partition(|(s, _, _)| *s == Slot::Before);
+    plan.effects.extend(early.into_iter().map(|(_, _, e)| e));
     plan.effects.extend(new_batches(&ctx, views));
-    plan.effects.extend(before.into_iter().map(|(_, _, e)| e));
+    plan.effects.extend(create.into_iter().map(|(_, _, e)| e));
     let mut saved_nodes = Vec::new();
     for name in ctx.work.touched_nodes() {
         let Some((name, node)) = ctx.nodes.get_key_value(name) else {
@@ -87,8 +93,8 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     plan
 }
 
-/// I7: a batch selected in this pass (a node new in `nodePriority`) is recorded first, before
-/// any write acts on it, so a pass on a snapshot that misses the status write cannot choose
+/// I7: a batch selected in this pass (a node new in `nodePriority`) is recorded before any write
+/// acts on it, so a pass on a snapshot that misses the status write cannot choose
 /// another batch beside one already cordoned and started.
 fn new_batches(ctx: &Ctx, views: &[NwView]) -> Vec<Effect> {
     views

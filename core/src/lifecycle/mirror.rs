@@ -147,3 +147,31 @@ pub fn eq_without_mirror(a: &NodeWrightStatus, b: &NodeWrightStatus) -> bool {
         && *node_status == b.node_status
         && *node_boot_ids == b.node_boot_ids
 }
+/// D26: the largest `status.nodeState` mirror written, as JSON bytes. A NodeWright status must
+/// fit the apiserver's request limit (etcd's `--max-request-bytes`, 1.5 MiB by default); at
+/// 10,000 nodes × 5 packages the mirror alone is about 2.4 MB.
+pub const MIRROR_LIMIT_BYTES: usize = 1 << 20;
+
+/// True when the mirror's JSON is at most [`MIRROR_LIMIT_BYTES`] (counted, not built; the count
+/// stops at the limit).
+pub fn mirror_fits(mirror: &BTreeMap<String, NodeState>) -> bool {
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, mirror).is_ok()
+}
+
+/// Counts written bytes and refuses once they pass [`MIRROR_LIMIT_BYTES`].
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        if self.0 > MIRROR_LIMIT_BYTES {
+            return Err(std::io::Error::other("mirror over the limit"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Node, Taint};
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
-use super::mirror::{MirrorEdits, clone_without_mirror, eq_without_mirror};
+use super::mirror::{MirrorEdits, clone_without_mirror, eq_without_mirror, mirror_fits};
 use super::view::{annotation, label, node_name};
 use crate::NodeKeys;
 use crate::effect::{Context, Effect, EntryChange, EventSpec, NodePatch, ObjectRef};
@@ -335,6 +335,13 @@ impl Work {
             Some(e) => e.into_applied(&snapshot.node_state),
             None => snapshot.node_state.clone(),
         };
+        if !mirror_fits(&full.node_state) {
+            // D26: a status too large for the apiserver is never written; leave the mirror out.
+            full.node_state.clear();
+            if light_same && snapshot.node_state.is_empty() {
+                return None;
+            }
+        }
         Some(full)
     }
 
@@ -521,5 +528,66 @@ fn record(
             .entry(name.to_string())
             .or_default()
             .insert(key.to_string(), value.map(str::to_string));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus, Stage, State};
+
+    use super::Work;
+    use crate::lifecycle::mirror::{MIRROR_LIMIT_BYTES, mirror_fits};
+
+    /// A five-package document of about 600 bytes of JSON.
+    fn doc() -> NodeState {
+        let mut d = NodeState::default();
+        for p in ["alpha", "bravo", "charlie", "delta", "echo"] {
+            d.upsert(PackageStatus {
+                name: p.into(),
+                version: "1.0.0".into(),
+                image: format!("registry.example/{p}"),
+                container_sha: String::new(),
+                stage: Stage::Config,
+                state: Some(State::Complete),
+                restarts: 0,
+            });
+        }
+        d
+    }
+
+    fn work_mirroring(nodes: usize) -> Work {
+        let mut work = Work::default();
+        for i in 0..nodes {
+            work.mirror_mut("nw").insert(format!("node-{i:05}"), doc());
+        }
+        work
+    }
+
+    #[test]
+    fn d26_a_mirror_over_the_limit_is_left_out_of_the_status() {
+        let nodes = 4 * MIRROR_LIMIT_BYTES / 600; // well over the limit
+        let mut work = work_mirroring(nodes);
+        let mut snapshot = NodeWrightStatus::default();
+        snapshot.node_state.insert("node-00000".into(), doc());
+        let written = work
+            .take_changed_status("nw", &snapshot, true)
+            .expect("the old mirror is cleared");
+        assert!(written.node_state.is_empty());
+        // Once the status holds no mirror, a too-large mirror writes nothing more.
+        let mut work = work_mirroring(nodes);
+        assert_eq!(
+            work.take_changed_status("nw", &NodeWrightStatus::default(), true),
+            None
+        );
+    }
+
+    #[test]
+    fn d26_a_mirror_under_the_limit_is_written_whole() {
+        let mut work = work_mirroring(100);
+        let written = work
+            .take_changed_status("nw", &NodeWrightStatus::default(), true)
+            .expect("the mirror changed");
+        assert_eq!(written.node_state.len(), 100);
+        assert!(mirror_fits(&written.node_state));
     }
 }

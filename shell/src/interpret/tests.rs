@@ -1337,6 +1337,49 @@ async fn inv16_7_the_status_patch_after_a_recorded_batch_expects_its_version() {
 }
 
 #[tokio::test]
+async fn inv16_7_finalizer_then_batch_then_status_each_expect_the_last_version() {
+    let (snapshot, plan) = batch_plan();
+    let (record, status_effect) = (plan.effects[0].clone(), plan.effects[4].clone());
+    let nw_at = |rv: &str| serde_json::to_value(nodewright(rv, &[keys::FINALIZER], None));
+    let (client, task) = fake(vec![
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw",
+            200,
+            nw_at("2").unwrap_or_default(),
+        ),
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            nw_at("3").unwrap_or_default(),
+        ),
+        expect(
+            "PATCH",
+            "/apis/nodewright.nvidia.com/v1alpha1/nodewrights/nw/status",
+            200,
+            nw_at("4").unwrap_or_default(),
+        ),
+    ]);
+    let add = Effect::AddFinalizer {
+        nodewright: "nw".into(),
+        uid: "nwu".into(),
+    };
+    let report = interpreter(client)
+        .apply_effects(&snapshot, &[add, record, status_effect])
+        .await;
+    let labels: Vec<_> = report.outcomes.iter().map(|(_, o)| o.label()).collect();
+    assert_eq!(labels, vec!["applied"; 3]);
+    let versions: Vec<_> = task
+        .await
+        .unwrap()
+        .iter()
+        .map(|s| s.body["metadata"]["resourceVersion"].clone())
+        .collect();
+    assert_eq!(versions, vec![json!("1"), json!("2"), json!("3")]);
+}
+
+#[tokio::test]
 async fn inv16_7_a_later_plan_on_the_old_snapshot_does_not_expect_the_batch_version() {
     let (snapshot, plan) = batch_plan();
     let port = super::MemoryPort::new(snapshot.clone(), jiff::Timestamp::UNIX_EPOCH);

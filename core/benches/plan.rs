@@ -340,10 +340,12 @@ fn cache_update_unchanged(bencher: divan::Bencher, (nodes, packages): (usize, us
     bencher.bench_local(|| cache.update(divan::black_box(&snapshot.nodes)));
 }
 
-/// A converged pass: every node complete for every package, the finished Jobs and pods of the
-/// whole rollout retained (the idle full pass of issue 15 at 10,000 × 5).
-#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
-fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+/// The converged fixture: every node complete for every package, the rollout's finished Jobs and
+/// pods retained, statuses settled, with a parse and executor cache as the operator keeps them.
+fn converged(
+    nodes: usize,
+    packages: usize,
+) -> (Snapshot, Options, NodeStateCache, jiff::Timestamp) {
     let mut snapshot = cluster_with(nodes, packages, false);
     retain_finished_executors(&mut snapshot);
     settle(&mut snapshot, 12);
@@ -352,6 +354,14 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
     cache.update(&snapshot.nodes);
     cache.update_executors(&snapshot, &options);
     let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    (snapshot, options, cache, now)
+}
+
+/// A converged pass: every node complete for every package, the finished Jobs and pods of the
+/// whole rollout retained (the idle full pass of issue 15 at 10,000 × 5).
+#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
+fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let (snapshot, options, mut cache, now) = converged(nodes, packages);
     // The fixture is converged: the pass finds nothing to write.
     let plan = reconcile_with(&snapshot, &options, now, &cache);
     assert!(plan.effects.is_empty(), "not converged: {:?}", plan.effects);
@@ -367,14 +377,7 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
 /// makes): the executor index is built again before the pass.
 #[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
 fn plan_converged_pass_job_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
-    let mut snapshot = cluster_with(nodes, packages, false);
-    retain_finished_executors(&mut snapshot);
-    settle(&mut snapshot, 12);
-    let options = Options::default();
-    let mut cache = NodeStateCache::new();
-    cache.update(&snapshot.nodes);
-    cache.update_executors(&snapshot, &options);
-    let now = "2026-01-01T00:00:00Z".parse().unwrap();
+    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
     bencher.bench_local(|| {
         // Replace the first Job's record by an equal copy: the cache no longer answers.
         snapshot.jobs[0] = std::sync::Arc::new((*snapshot.jobs[0]).clone());

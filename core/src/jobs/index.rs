@@ -413,16 +413,18 @@ mod tests {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 uid: Some(format!("uid-{name}")),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
+                labels: Some(label_map(&labels)),
                 ..ObjectMeta::default()
             },
             ..SlimJob::default()
         })
+    }
+
+    fn label_map(labels: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+        labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     fn pod(job: &SlimJob) -> Arc<SlimPod> {
@@ -440,12 +442,7 @@ mod tests {
                     "{}-pod",
                     job.metadata.name.as_deref().unwrap_or_default()
                 )),
-                labels: Some(
-                    labels
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), v.to_string()))
-                        .collect(),
-                ),
+                labels: Some(label_map(&labels)),
                 ..ObjectMeta::default()
             },
             ..SlimPod::default()

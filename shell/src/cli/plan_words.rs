@@ -57,7 +57,7 @@ pub fn sentence(effect: &Effect) -> String {
             status.nodes_in_progress
         ),
         Effect::RecordBatch { status, .. } => format!(
-            "record the new batch first: {} nodes in the batch",
+            "record the new batch before acting on it: {} nodes in the batch",
             status.node_priority.len()
         ),
         Effect::AddFinalizer { .. } => "add the finalizer".into(),

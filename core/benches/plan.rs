@@ -267,7 +267,7 @@ fn settle(snapshot: &mut Snapshot, passes: usize) {
                     std::sync::Arc::make_mut(&mut snapshot.nodewrights[0]).status = Some(*status);
                 }
                 nodewright_core::Effect::CreateJob { job, .. } => {
-                    let mut job = *job;
+                    let mut job = job.to_job();
                     job.metadata.uid = job.metadata.name.clone();
                     job.metadata.namespace = Some(options.namespace.clone());
                     snapshot.jobs.push(std::sync::Arc::new(job.into()));
@@ -374,13 +374,26 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
 }
 
 /// The converged pass right after one retained Job changed (a new record, as a watch event
-/// makes): the executor index is built again before the pass.
+/// makes): the entry of that Job is read again before the pass.
 #[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
 fn plan_converged_pass_job_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
     let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
     bencher.bench_local(|| {
         // Replace the first Job's record by an equal copy: the cache no longer answers.
         snapshot.jobs[0] = std::sync::Arc::new((*snapshot.jobs[0]).clone());
+        cache.update_executors(divan::black_box(&snapshot), &options);
+        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
+    });
+}
+
+/// The converged pass right after one retained executor pod changed (a new record, as a watch
+/// event makes): the entry of its Job is read again before the pass.
+#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
+fn plan_converged_pass_pod_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
+    bencher.bench_local(|| {
+        // Replace the first pod's record by an equal copy: the cache no longer answers.
+        snapshot.executor_pods[0] = std::sync::Arc::new((*snapshot.executor_pods[0]).clone());
         cache.update_executors(divan::black_box(&snapshot), &options);
         reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
     });

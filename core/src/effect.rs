@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, NodeCondition, Taint};
 use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus};
 use serde::{Deserialize, Serialize};
+
+use crate::jobs::JobManifest;
 
 mod confirm;
 mod describe;
@@ -15,7 +16,7 @@ mod precondition;
 mod skip;
 mod status_base;
 
-pub use confirm::{EntryCheck, EntryExpect};
+pub use confirm::{EntryCheck, EntryExpect, cordoned_by};
 pub use node_patch::{EntryTransition, NodeDelta, NodePatchRefusal, resolve_node_patch};
 pub use precondition::FreshReadPrecondition;
 pub use skip::{Ended, SkipScope};
@@ -28,8 +29,8 @@ pub use status_base::FinalizerChain;
 pub enum Effect {
     /// Create an executor Job; AlreadyExists is dropped (the next pass decides).
     CreateJob {
-        /// The complete Job manifest.
-        job: Box<Job>,
+        /// The Job manifest (built when created; serialized as the complete Job).
+        job: JobManifest,
         /// Why it is started, for logs.
         context: Context,
         /// What must hold on a fresh read right before the create (B6 for interrupt Jobs).

@@ -76,8 +76,9 @@ impl NodeStateCache {
     }
 
     /// Brings the cached executor index up to date with `snapshot` (see [`ExecutorCache`]): kept
-    /// when the snapshot holds the very same Job and pod records as last time, built again
-    /// otherwise. A pass over a snapshot the index does not answer for builds its own.
+    /// when the snapshot holds the very same Job and pod records as last time, updated for the
+    /// Jobs whose record or child pods changed otherwise. A pass over a snapshot the index does
+    /// not answer for builds its own.
     pub fn update_executors(&mut self, snapshot: &Snapshot, options: &Options) {
         self.executors.update(snapshot, options);
     }

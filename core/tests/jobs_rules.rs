@@ -320,7 +320,7 @@ fn r2_6_create_carries_the_built_job() {
         CreateDecision::Create(effects) => {
             assert!(
                 matches!(&effects[..], [Effect::CreateJob { job: j, context, .. }]
-                if **j == job && context.stage.as_deref() == Some("apply"))
+                if j.to_job() == job && context.stage.as_deref() == Some("apply"))
             );
         }
         other => panic!("{other:?}"),

@@ -121,6 +121,7 @@ fn a1_single_package_apply_then_config() {
     let Effect::CreateJob { job: created, .. } = &effects[0] else {
         panic!()
     };
+    let created = created.to_job();
     let spec = created.spec.as_ref().unwrap();
     assert_eq!(spec.active_deadline_seconds, None);
     assert_eq!(

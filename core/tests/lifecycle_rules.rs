@@ -253,6 +253,90 @@ fn inv16_1_every_create_is_confirmed_against_the_snapshot_entry() {
     );
 }
 
+/// D27: a pass's creates carry recipes, not built Jobs, and each builds the manifest the eager
+/// builder makes from the same inputs (package and interrupt Jobs, two nodes).
+#[test]
+fn d27_creates_carry_recipes_built_as_the_eager_builder_would() {
+    use nodewright_core::jobs::{JobInputs, JobManifest, build_interrupt_job, build_package_job};
+    let n = reboot_demo();
+    let mut s = snapshot(vec![n], vec![node("n1"), node("n2")]);
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..40 {
+        let plan = step(&mut s);
+        let nw = s.nodewrights[0].clone();
+        let options = nodewright_core::Options::default();
+        for e in &plan.effects {
+            let Effect::CreateJob { job, context, .. } = e else {
+                continue;
+            };
+            assert!(matches!(job, JobManifest::Recipe(_)), "{job:?}");
+            let built = job.to_job();
+            let node = context.node.clone().unwrap();
+            let stage: Stage = serde_json::from_value(serde_json::json!(context.stage)).unwrap();
+            let env = built.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+            let order = env
+                .init_containers
+                .iter()
+                .flatten()
+                .flat_map(|c| c.env.iter().flatten())
+                .find(|v| v.name == "SKYHOOK_NODE_ORDER")
+                .and_then(|v| v.value.clone())
+                .map(|v| v.parse().unwrap())
+                .unwrap_or(0);
+            let inputs = JobInputs {
+                nodewright: &nw,
+                package: &nw.spec.packages["dexter"],
+                stage,
+                node: &node,
+                node_order: order,
+                options: &options,
+            };
+            let eager = match &nw.spec.packages["dexter"].interrupt {
+                Some(i) if job.is_interrupt() => build_interrupt_job(&inputs, i),
+                _ => build_package_job(&inputs),
+            };
+            assert_eq!(built, eager, "{stage:?} on {node}");
+            assert_eq!(job.name(), eager.metadata.name.clone().unwrap());
+            seen.insert((stage, job.is_interrupt()));
+        }
+        finish_jobs(&mut s, true);
+    }
+    assert!(seen.contains(&(Stage::Apply, false)), "{seen:?}");
+    assert!(
+        seen.iter().any(|(_, i)| *i),
+        "an interrupt Job was built: {seen:?}"
+    );
+}
+
+/// Invariant 16.3 (I3, explore seed 673): the create of a package with an interrupt rests on
+/// the node's cordon, so its fresh-read check asks for the cordon too; a package without an
+/// interrupt does not.
+#[test]
+fn inv16_3_a_create_resting_on_the_cordon_asks_the_fresh_read_for_it() {
+    let cordon_checks = |plan: &nodewright_core::Plan| -> Vec<bool> {
+        plan.effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::CreateJob {
+                    confirm: Some(c), ..
+                } => Some(c.cordoned),
+                _ => None,
+            })
+            .collect()
+    };
+    let n = reboot_demo();
+    let mut s = snapshot(vec![n], vec![node("n1")]);
+    let first = until_created(&mut s, 10);
+    assert_eq!(cordon_checks(&first), [true], "apply of a reboot package");
+    let mut plain = one_pkg();
+    let first = until_created(&mut plain, 10);
+    assert_eq!(
+        cordon_checks(&first),
+        [false],
+        "a package without an interrupt"
+    );
+}
+
 /// Invariant 16.7 (I7): the pass that selects a batch records it (`RecordBatch`, the rollout
 /// bookkeeping only) before any write acting on it, so a pass on a snapshot that misses the
 /// status write cannot choose another batch beside it (explore seed 6592); a pass that selects
@@ -461,13 +545,18 @@ fn t20_inv16_12_outcome_for_absent_entry_writes_no_state() {
     assert!(plan.effects.iter().all(|e| !matches!(e, Effect::PatchNode(p) if p.state.iter().any(|c| c.set.as_ref().is_some_and(|x| x.state == Some(State::Complete))))));
 }
 
-fn interrupt_world() -> nodewright_core::Snapshot {
-    let n = with_interrupt(
+/// NodeWright `demo` with package dexter 1.2.3, which reboots its node.
+fn reboot_demo() -> nodewright_crds::NodeWright {
+    with_interrupt(
         with_pkg(nw("demo"), "dexter", "1.2.3"),
         "dexter",
         InterruptType::Reboot,
         &[],
-    );
+    )
+}
+
+fn interrupt_world() -> nodewright_core::Snapshot {
+    let n = reboot_demo();
     let mut s = snapshot(vec![n], vec![node("n1")]);
     s.workload_pods.push(Arc::new(workload_pod("web", "n1")));
     s
@@ -706,12 +795,7 @@ fn inv16_5_uncordon_keeps_another_nodewrights_cordon() {
 
 #[test]
 fn b6_inv16_2_e03_interrupt_waits_for_unfinished_executors() {
-    let n = with_interrupt(
-        with_pkg(nw("demo"), "dexter", "1.2.3"),
-        "dexter",
-        InterruptType::Reboot,
-        &[],
-    );
+    let n = reboot_demo();
     let mut n1 = with_state(
         node("n1"),
         "demo",
@@ -1003,7 +1087,7 @@ fn inv16_1_t16_upgrade_waits_for_the_old_version_uninstall_job() {
     );
     finish_jobs(&mut s, true);
     let plan = until_created(&mut s, 10);
-    let job = created(&plan)[0];
+    let job = created(&plan)[0].clone();
     let labels = job.metadata.labels.clone().unwrap_or_default();
     assert_eq!(
         labels.get(keys::PACKAGE).map(String::as_str),
@@ -1658,12 +1742,7 @@ fn r8_inv16_16_runtime_required_taint_removed_when_complete() {
 }
 
 fn config_world() -> nodewright_core::Snapshot {
-    let mut n = with_interrupt(
-        with_pkg(nw("demo"), "dexter", "1.2.3"),
-        "dexter",
-        InterruptType::Reboot,
-        &[],
-    );
+    let mut n = reboot_demo();
     pkg_mut(&mut n, "dexter")
         .config_map
         .insert("a.yaml".into(), "1".into());
@@ -1916,12 +1995,7 @@ fn t11_t12_t13_uninstall_with_interrupt_runs_uninstall_interrupt_then_removes() 
 
 #[test]
 fn e05_e06_r6_1_non_interrupt_pods_block_the_drain() {
-    let mut n = with_interrupt(
-        with_pkg(nw("demo"), "dexter", "1.2.3"),
-        "dexter",
-        InterruptType::Reboot,
-        &[],
-    );
+    let mut n = reboot_demo();
     n.spec.pod_non_interrupt_labels = Some(
         k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
             match_labels: Some([("app".to_string(), "training".to_string())].into()),
@@ -1958,12 +2032,7 @@ fn e05_e06_r6_1_non_interrupt_pods_block_the_drain() {
 
 #[test]
 fn e07_drain_timeout_marks_node_erroring_and_keeps_waiting() {
-    let mut n = with_interrupt(
-        with_pkg(nw("demo"), "dexter", "1.2.3"),
-        "dexter",
-        InterruptType::Reboot,
-        &[],
-    );
+    let mut n = reboot_demo();
     n.spec.drain_config = Some(nodewright_crds::DrainConfig {
         timeout: Some(nodewright_crds::duration::GoDuration("1m".into())),
         ..Default::default()
@@ -2308,7 +2377,7 @@ fn created_packages(plan: &nodewright_core::Plan) -> Vec<(String, String)> {
         .iter()
         .map(|j| {
             let stage = j.metadata.labels.as_ref().unwrap()[keys::LABEL_STAGE].clone();
-            (job_package(*j), stage)
+            (job_package(j), stage)
         })
         .collect()
 }

@@ -268,7 +268,9 @@ impl Checker {
                     deleted.insert(name.clone());
                 }
                 Effect::CreateJob { job, .. } => {
-                    let Some(f) = job_facts(job) else { continue };
+                    let Some(f) = job_facts(&job.to_job()) else {
+                        continue;
+                    };
                     if let Some(nw) = nws.get(&f.nodewright) {
                         if facts::flag(nw, keys::PAUSE) || facts::flag(nw, keys::DISABLE) {
                             self.report(

@@ -71,7 +71,7 @@ fn check(snapshot: &Snapshot, effects: Vec<Effect>) -> Vec<String> {
 
 fn start(stage: &str) -> Effect {
     Effect::CreateJob {
-        job: Box::new(job(stage, false)),
+        job: (job(stage, false)).into(),
         context: Default::default(),
         precondition: None,
         confirm: None,

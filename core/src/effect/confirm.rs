@@ -60,12 +60,20 @@ pub struct EntryExpect {
     pub version: String,
     /// The entry the snapshot showed (`None`: no entry).
     pub entry: Option<PackageStatus>,
+    /// I3: the start relies on the node being cordoned by this NodeWright, as the snapshot
+    /// showed it; the fresh read must show the cordon still (`spec.unschedulable` and the
+    /// `cordon_<nw>` annotation).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
 }
 
 impl EntryExpect {
     /// True when `node` (freshly read) shows exactly the expected entry. An unreadable document
     /// never matches.
     pub fn holds(&self, node: &Node) -> bool {
+        if self.cordoned && !cordoned_by(node, &self.nodewright) {
+            return false;
+        }
         let doc = match document(node, &self.nodewright) {
             None => NodeState::default(),
             Some(Ok(doc)) => doc,
@@ -77,10 +85,22 @@ impl EntryExpect {
     /// Why the create is dropped when the check does not hold.
     pub fn refusal(&self) -> String {
         format!(
-            "fresh read of node {} shows {}|{} of {} changed since the snapshot (I1: the next pass decides on fresh state)",
+            "fresh read of node {} shows {}|{} of {} changed since the snapshot, or the node no longer cordoned by it (I1, I3: the next pass decides on fresh state)",
             self.node, self.package, self.version, self.nodewright
         )
     }
+}
+
+/// True when `node` is cordoned by `nodewright`: unschedulable, with its `cordon_<nw>` annotation.
+pub fn cordoned_by(node: &Node, nodewright: &str) -> bool {
+    let unschedulable = node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+    let annotated = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&keys::cordon(nodewright)))
+        .is_some_and(|v| v == "true");
+    unschedulable && annotated
 }
 
 /// The node-state document of `nodewright` on `node`: `None` without the annotation.
@@ -145,5 +165,47 @@ mod tests {
                 .collect(),
         );
         assert!(!check().holds(&garbled), "unreadable document");
+    }
+
+    fn cordon(node: &mut Node, on: bool) {
+        node.spec.get_or_insert_with(Default::default).unschedulable = Some(on);
+        let annotations = node
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default);
+        if on {
+            annotations.insert(keys::cordon("nw"), "true".into());
+        } else {
+            annotations.remove(&keys::cordon("nw"));
+        }
+    }
+
+    /// I3 (explore seed 673): a create that rests on the node's cordon goes ahead only if the
+    /// fresh read still shows the node cordoned by its NodeWright; without that reliance the
+    /// cordon is not looked at.
+    #[test]
+    fn inv16_3_create_resting_on_the_cordon_needs_it_on_the_fresh_read() {
+        let expect = |cordoned| EntryExpect {
+            nodewright: "nw".into(),
+            node: "n1".into(),
+            package: "dexter".into(),
+            version: "1.0.0".into(),
+            entry: None,
+            cordoned,
+        };
+        let mut node = Node::default();
+        cordon(&mut node, true);
+        assert!(expect(true).holds(&node), "still cordoned");
+        cordon(&mut node, false);
+        assert!(
+            !expect(true).holds(&node),
+            "cordon released since the snapshot"
+        );
+        assert!(expect(false).holds(&node), "no reliance on the cordon");
+        node.spec.get_or_insert_with(Default::default).unschedulable = Some(true);
+        assert!(
+            !expect(true).holds(&node),
+            "unschedulable without this NodeWright's cordon annotation"
+        );
     }
 }

@@ -106,7 +106,7 @@ mod tests {
     #[test]
     fn kind_is_the_variant_name() {
         let create = Effect::CreateJob {
-            job: Box::new(Job::default()),
+            job: (Job::default()).into(),
             context: ctx("n1"),
             precondition: None,
             confirm: None,

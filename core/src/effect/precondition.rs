@@ -167,7 +167,7 @@ mod tests {
         };
         assert_eq!(finalizer.fresh_read_precondition(), None);
         let bare = Effect::CreateJob {
-            job: Box::new(interrupt("int")),
+            job: (interrupt("int")).into(),
             context: Context::default(),
             precondition: None,
             confirm: None,

@@ -9,6 +9,7 @@ use super::annotation::PackageAnnotation;
 use super::classify::JobState;
 use super::index::{ExecutorIndex, ExecutorJob};
 use super::matching::{executor_matches, job_deadline};
+use super::recipe::JobManifest;
 use crate::effect::{Context, DeletionReason, Effect, FreshReadPrecondition};
 
 /// Why a create is not issued this pass.
@@ -75,23 +76,21 @@ pub fn delete(job: &ExecutorJob, reason: DeletionReason) -> Effect {
     }
 }
 
-/// Decides whether `job` (from [`build_package_job`](super::build_package_job) or
+/// Decides whether `job` (a recipe, or a Job from
+/// [`build_package_job`](super::build_package_job) or
 /// [`build_interrupt_job`](super::build_interrupt_job)) may be created now. `entry` is the
-/// package's node-state entry as the pass sees it.
+/// package's node-state entry as the pass sees it. A recipe is built only when its name is taken
+/// (to compare it with the Job holding the name).
 pub fn plan_create(
     index: &ExecutorIndex,
-    job: Job,
+    job: impl Into<JobManifest>,
     entry: Option<&PackageStatus>,
 ) -> CreateDecision {
-    let context = context_of(&job);
+    let job = job.into();
+    let context = job.context();
     let nw = context.nodewright.clone().unwrap_or_default();
     let node = context.node.clone().unwrap_or_default();
-    let interrupt = job
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(keys::LABEL_INTERRUPT))
-        .is_some_and(|v| v == "True");
+    let interrupt = job.is_interrupt();
     if let (Some(pkg), Some(ver)) = (context.package.as_deref(), context.version.as_deref())
         && index.unfinished(&nw, &node, pkg, ver)
     {
@@ -103,17 +102,16 @@ pub fn plan_create(
     if !interrupt && entry.is_some_and(|e| e.state == Some(State::Skipped)) {
         return CreateDecision::Wait(WaitReason::Skipped);
     }
-    let name = job.metadata.name.clone().unwrap_or_default();
-    match index.by_name(&name) {
+    match index.by_name(&job.name()) {
         None => CreateDecision::Create(vec![Effect::CreateJob {
             confirm: None,
-            job: Box::new(job),
+            job,
             context,
             // B6: the snapshot may lag; the interpreter re-checks the node on a fresh list.
             precondition: interrupt
                 .then_some(FreshReadPrecondition::NoUnfinishedJobsOn { node: node.clone() }),
         }]),
-        Some(existing) => existing_name_decision(existing, &job, entry),
+        Some(existing) => existing_name_decision(existing, &job.to_job(), entry),
     }
 }
 

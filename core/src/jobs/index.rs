@@ -1,7 +1,7 @@
 //! The executor index: a snapshot's Jobs and executor pods per (NodeWright, node, package) and
 //! per node, with each Job classified once (04-jobs-rules.md §2.1–2.3, 03-executor.md §3.9).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -15,11 +15,16 @@ use crate::effect::Context;
 use crate::slim::{SlimJob, SlimPod};
 use crate::{Options, Snapshot};
 
+mod cache;
+mod update;
+
+pub use cache::ExecutorCache;
+
 /// Label Kubernetes puts on a Job's child pods (never select children by job name, 03 §3.9).
 pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 
 /// One executor Job of the snapshot, read once.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExecutorJob {
     /// The Job object (shared with the snapshot).
     pub job: Arc<SlimJob>,
@@ -102,7 +107,7 @@ impl ExecutorJob {
 }
 
 /// All executor Jobs of a snapshot, indexed for the lifecycle's gates and the Jobs rules.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExecutorIndex {
     jobs: Vec<ExecutorJob>,
     by_nodewright: BTreeMap<String, Vec<usize>>,
@@ -112,6 +117,42 @@ pub struct ExecutorIndex {
 
 fn label<'a>(object_labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
     object_labels.and_then(|l| l.get(key)).map(String::as_str)
+}
+
+/// Child pods per controller uid (`<P>/name` and `<P>/package` executor pods of the operator
+/// namespace), in snapshot order.
+type Children<'a> = HashMap<&'a str, Vec<&'a Arc<SlimPod>>>;
+
+/// Adds to `children` the executor pods of `pods` (operator namespace, both `<P>/name` and
+/// `<P>/package` labels, D16) whose controller uid is `wanted`.
+fn group_children<'a>(
+    pods: &'a [Arc<SlimPod>],
+    options: &Options,
+    wanted: impl Fn(&str) -> bool,
+    children: &mut Children<'a>,
+) {
+    for pod in pods {
+        let labels = pod.metadata.labels.as_ref();
+        let Some(uid) = label(labels, CONTROLLER_UID).filter(|uid| wanted(uid)) else {
+            continue;
+        };
+        if in_namespace(&pod.metadata.namespace, options)
+            && label(labels, keys::LABEL_NAME).is_some()
+            && label(labels, keys::PACKAGE).is_some()
+        {
+            children.entry(uid).or_default().push(pod);
+        }
+    }
+}
+
+/// True when an object of namespace `ns` is in the operator namespace (no namespace counts).
+fn in_namespace(ns: &Option<String>, options: &Options) -> bool {
+    ns.as_deref().is_none_or(|n| n == options.namespace)
+}
+
+/// The index order of Jobs: by name, then uid.
+fn job_key(job: &SlimJob) -> (Option<&str>, Option<&str>) {
+    (job.metadata.name.as_deref(), job.metadata.uid.as_deref())
 }
 
 fn sort_pods(pods: &mut [Arc<SlimPod>]) {
@@ -127,35 +168,17 @@ impl ExecutorIndex {
     /// Indexes the snapshot's Jobs (those with a `<P>/name` label in the operator namespace) and
     /// executor pods (operator namespace, both `<P>/name` and `<P>/package` labels, D16).
     pub fn build(snapshot: &Snapshot, options: &Options) -> Self {
-        let in_namespace =
-            |ns: &Option<String>| ns.as_deref().is_none_or(|n| n == options.namespace);
-        let mut children: BTreeMap<&str, Vec<&Arc<SlimPod>>> = BTreeMap::new();
-        for pod in &snapshot.executor_pods {
-            let labels = pod.metadata.labels.as_ref();
-            if !in_namespace(&pod.metadata.namespace)
-                || label(labels, keys::LABEL_NAME).is_none()
-                || label(labels, keys::PACKAGE).is_none()
-            {
-                continue;
-            }
-            if let Some(uid) = label(labels, CONTROLLER_UID) {
-                children.entry(uid).or_default().push(pod);
-            }
-        }
+        let mut children = Children::new();
+        group_children(&snapshot.executor_pods, options, |_| true, &mut children);
         // Package annotations repeat across nodes: parse each distinct text once.
         let mut parsed: IndexMap<&str, Parsed> = IndexMap::new();
         // Sort references, not the (large) read records.
         let mut sorted: Vec<&Arc<SlimJob>> = snapshot
             .jobs
             .iter()
-            .filter(|j| in_namespace(&j.metadata.namespace))
+            .filter(|j| in_namespace(&j.metadata.namespace, options))
             .collect();
-        sorted.sort_by(|a, b| {
-            a.metadata
-                .name
-                .cmp(&b.metadata.name)
-                .then_with(|| a.metadata.uid.cmp(&b.metadata.uid))
-        });
+        sorted.sort_by(|a, b| job_key(a).cmp(&job_key(b)));
         let jobs: Vec<ExecutorJob> = sorted
             .into_iter()
             .filter_map(|job| read_job(job, &children, &mut parsed))
@@ -270,64 +293,12 @@ impl ExecutorIndex {
     }
 }
 
-/// The executor index of the snapshot a caller last brought it up to date with, kept between
-/// passes (see [`NodeStateCache::update_executors`](crate::NodeStateCache::update_executors)).
-///
-/// The index is a pure function of the snapshot's Jobs, executor pods and the operator namespace.
-/// The cache keeps the exact `Arc`s it indexed and answers only for a snapshot whose Job and pod
-/// vectors hold the same `Arc`s in the same order (pointer identity; the cache's own clones keep
-/// those allocations alive, so an address cannot be reused by another object) and the same
-/// namespace. A new, removed or replaced Job or pod (the shell's caches build a new record on
-/// every watch event) makes it stale; a pass with a stale cache builds its own index, so the plan
-/// is the same whatever the cache holds.
-#[derive(Clone, Debug, Default)]
-pub struct ExecutorCache {
-    namespace: String,
-    jobs: Vec<Arc<SlimJob>>,
-    pods: Vec<Arc<SlimPod>>,
-    index: Option<ExecutorIndex>,
-}
-
-fn same<T>(a: &[Arc<T>], b: &[Arc<T>]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| Arc::ptr_eq(x, y))
-}
-
-impl ExecutorCache {
-    /// An empty cache (answers for no snapshot).
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Brings the cache up to date with `snapshot`: keeps the index when the snapshot holds the
-    /// same Jobs and pods as last time, builds it again otherwise.
-    pub fn update(&mut self, snapshot: &Snapshot, options: &Options) {
-        if self.get(snapshot, options).is_some() {
-            return;
-        }
-        *self = ExecutorCache {
-            namespace: options.namespace.clone(),
-            jobs: snapshot.jobs.clone(),
-            pods: snapshot.executor_pods.clone(),
-            index: Some(ExecutorIndex::build(snapshot, options)),
-        };
-    }
-
-    /// The cached index when it is the index of `snapshot` under `options`, else `None`.
-    pub fn get(&self, snapshot: &Snapshot, options: &Options) -> Option<&ExecutorIndex> {
-        let index = self.index.as_ref()?;
-        (self.namespace == options.namespace
-            && same(&self.jobs, &snapshot.jobs)
-            && same(&self.pods, &snapshot.executor_pods))
-        .then_some(index)
-    }
-}
-
 /// A parsed `<P>/package` annotation with its node-state key.
 type Parsed = Option<(Arc<PackageAnnotation>, Arc<str>)>;
 
 fn read_job<'a>(
     job: &'a Arc<SlimJob>,
-    children: &BTreeMap<&str, Vec<&Arc<SlimPod>>>,
+    children: &Children<'_>,
     parsed: &mut IndexMap<&'a str, Parsed>,
 ) -> Option<ExecutorJob> {
     let labels = job.metadata.labels.as_ref();
@@ -398,109 +369,4 @@ pub fn designates(job_node_label: &str, node: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn job(name: &str, node: &str) -> Arc<SlimJob> {
-        let labels = [
-            (keys::LABEL_NAME, "nw"),
-            (keys::LABEL_NODE, node),
-            (keys::PACKAGE, "pkg-1.0.0"),
-        ];
-        Arc::new(SlimJob {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                uid: Some(format!("uid-{name}")),
-                labels: Some(label_map(&labels)),
-                ..ObjectMeta::default()
-            },
-            ..SlimJob::default()
-        })
-    }
-
-    fn label_map(labels: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
-        labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
-    fn pod(job: &SlimJob) -> Arc<SlimPod> {
-        let labels = [
-            (keys::LABEL_NAME, "nw"),
-            (keys::PACKAGE, "pkg-1.0.0"),
-            (
-                CONTROLLER_UID,
-                job.metadata.uid.as_deref().unwrap_or_default(),
-            ),
-        ];
-        Arc::new(SlimPod {
-            metadata: ObjectMeta {
-                name: Some(format!(
-                    "{}-pod",
-                    job.metadata.name.as_deref().unwrap_or_default()
-                )),
-                labels: Some(label_map(&labels)),
-                ..ObjectMeta::default()
-            },
-            ..SlimPod::default()
-        })
-    }
-
-    fn snapshot(jobs: Vec<Arc<SlimJob>>, pods: Vec<Arc<SlimPod>>) -> Snapshot {
-        Snapshot {
-            jobs,
-            executor_pods: pods,
-            ..Snapshot::default()
-        }
-    }
-
-    /// The cached index answers for the same records in a new snapshot, and only for those: a
-    /// new Job, a removed pod, a Job whose status changed or another namespace make it stale,
-    /// and `update` then indexes the new snapshot.
-    #[test]
-    fn executor_cache_answers_only_for_the_same_records() {
-        let options = Options::default();
-        let (a, b) = (job("a", "n1"), job("b", "n2"));
-        let pods = vec![pod(&a), pod(&b)];
-        let base = snapshot(vec![a.clone(), b.clone()], pods.clone());
-        let mut cache = ExecutorCache::new();
-        assert!(cache.get(&base, &options).is_none(), "empty cache");
-        cache.update(&base, &options);
-        let same = snapshot(vec![a.clone(), b.clone()], pods.clone());
-        let index = cache.get(&same, &options).expect("same records");
-        assert_eq!(index.all().len(), 2);
-        assert!(index.node_busy("n1"));
-
-        let added = snapshot(vec![a.clone(), b.clone(), job("c", "n3")], pods.clone());
-        assert!(cache.get(&added, &options).is_none(), "a new Job");
-        let removed = snapshot(vec![a.clone(), b.clone()], vec![pods[0].clone()]);
-        assert!(cache.get(&removed, &options).is_none(), "a removed pod");
-        let mut finished = (*b).clone();
-        finished.status = Some(JobStatus {
-            conditions: Some(vec![JobCondition {
-                type_: "Complete".into(),
-                status: "True".into(),
-                ..JobCondition::default()
-            }]),
-            ..JobStatus::default()
-        });
-        let changed = snapshot(vec![a.clone(), Arc::new(finished)], pods.clone());
-        assert!(
-            cache.get(&changed, &options).is_none(),
-            "a changed Job status"
-        );
-        let other = Options {
-            namespace: "elsewhere".into(),
-            ..Options::default()
-        };
-        assert!(cache.get(&same, &other).is_none(), "another namespace");
-
-        cache.update(&changed, &options);
-        let index = cache.get(&changed, &options).expect("rebuilt");
-        assert!(index.node_busy("n1") && !index.node_busy("n2"));
-        assert!(cache.get(&base, &options).is_none(), "the old records");
-    }
-}
+mod tests;

@@ -74,6 +74,7 @@ pub mod matching;
 pub mod naming;
 pub mod outcome;
 pub mod quantity;
+pub mod recipe;
 pub mod record;
 pub mod sweep;
 
@@ -86,6 +87,7 @@ pub use index::{ExecutorCache, ExecutorIndex, ExecutorJob};
 pub use outcome::{
     Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, outcomes, record_events,
 };
+pub use recipe::{ExecutorBasis, JobManifest, JobRecipe};
 /// A NodeWright's name (empty when unnamed, which the apiserver never allows).
 pub(crate) fn nw_name(nw: &nodewright_crds::NodeWright) -> &str {
     nw.metadata.name.as_deref().unwrap_or_default()

@@ -1,6 +1,7 @@
 //! The pass context: the snapshot, indexes built once, and the working copy of decisions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -10,7 +11,7 @@ use nodewright_crds::{NodeState, NodeWrightStatus, Package};
 use super::done::{Blockers, Done};
 use super::view::NwView;
 use super::work::Work;
-use crate::jobs::ExecutorIndex;
+use crate::jobs::{ExecutorBasis, ExecutorIndex};
 use crate::slim::SlimPod;
 use crate::{NodeStateCache, Options, Snapshot};
 
@@ -52,6 +53,8 @@ pub struct Ctx<'a> {
     pub rollout_metrics: BTreeMap<String, Vec<crate::plan::MetricSample>>,
     /// Node order per NodeWright from the rollout decision.
     pub node_orders: BTreeMap<String, BTreeMap<String, i32>>,
+    /// What this pass's executors of each NodeWright are built from (made at its first start).
+    bases: BTreeMap<String, Arc<ExecutorBasis>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -83,6 +86,7 @@ impl<'a> Ctx<'a> {
             config_sync_pending: false,
             done: Done::default(),
             node_orders: BTreeMap::new(),
+            bases: BTreeMap::new(),
             rollout_metrics: BTreeMap::new(),
             complete_cache: Default::default(),
             drain_blockers: Blockers::new(),
@@ -264,6 +268,15 @@ impl<'a> Ctx<'a> {
             .and_then(|m| m.get(node))
             .copied()
             .unwrap_or(0)
+    }
+
+    /// What `v`'s executors are built from in this pass (made once, shared by its recipes).
+    pub fn executor_basis(&mut self, v: &NwView) -> Arc<ExecutorBasis> {
+        let opts = self.opts;
+        self.bases
+            .entry(v.name.clone())
+            .or_insert_with(|| Arc::new(ExecutorBasis::new(v.nw, &v.packages, opts)))
+            .clone()
     }
 
     /// True when the node has an unfinished executor of any NodeWright, in the snapshot or

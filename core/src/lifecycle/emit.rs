@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_crds::{NodeState, State, keys};
 
 use super::ctx::Ctx;
+use super::event_order::place_events;
 use super::metrics;
 use super::view::NwView;
 use super::work::{Slot, node_patch};
@@ -76,7 +77,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     }
     invalid_specs(&mut ctx, &mut plan);
     plan.effects.extend(rest.into_iter().map(|(_, _, e)| e));
-    plan.effects.append(&mut ctx.work.events);
+    place_events(&mut plan.effects, std::mem::take(&mut ctx.work.events));
     plan.metrics = metrics::collect(&ctx, views);
     plan.errors = std::mem::take(&mut ctx.work.errors);
     let wrote = !plan.effects.is_empty();

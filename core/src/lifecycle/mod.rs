@@ -11,6 +11,7 @@ mod ctx;
 pub mod dag;
 mod done;
 mod emit;
+mod event_order;
 mod finalizer;
 pub mod interrupts;
 mod introspection;

@@ -67,7 +67,8 @@ pub fn record(ctx: &mut Ctx, views: &[NwView]) {
             ctx.done.recorded.insert(o.job.clone());
         }
         for e in jobs::record_events(&o, &changes) {
-            ctx.work.events.push(e);
+            let anchor = super::work::EventAnchor::Node(o.node.clone());
+            ctx.work.events.push((anchor, e));
         }
         for e in o.after_state {
             ctx.work.push(Slot::After, e);

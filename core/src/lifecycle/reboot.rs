@@ -78,7 +78,8 @@ fn reset(ctx: &mut Ctx, v: &NwView, name: &str) -> bool {
     let status = ctx.status_mut(v);
     status.node_status.remove(name);
     status.status = Some(Status::Unknown);
-    ctx.work.event(
+    ctx.work.node_event(
+        name,
         nw_ref(&v.name, &v.uid),
         false,
         "Reboot",

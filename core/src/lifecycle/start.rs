@@ -4,6 +4,7 @@
 use nodewright_crds::{Interrupt, Package, PackageStatus, Stage};
 
 use super::ctx::Ctx;
+use super::predicates;
 use super::view::NwView;
 use super::work::Slot;
 use crate::effect::{Effect, EntryExpect};
@@ -51,21 +52,10 @@ pub fn start_executor(
         ctx.requeue = true;
         return Start::Waiting;
     }
-    let inputs = jobs::builder::JobInputs {
-        nodewright: v.nw,
-        package: pkg,
-        stage,
-        node,
-        node_order: i64::from(ctx.node_order(v, node)),
-        options: ctx.opts,
-    };
-    let job = match interrupt {
-        Some(i) => jobs::builder::build_interrupt_job(&inputs, i),
-        None => jobs::builder::build_package_job(&inputs),
-    };
+    let job = manifest(ctx, v, node, pkg, stage, interrupt);
     match jobs::plan_create(&ctx.index, job, entry) {
         jobs::CreateDecision::Create(mut effects) => {
-            let check = Some(snapshot_entry_check(v, node, pkg));
+            let check = Some(snapshot_entry_check(ctx, v, node, pkg, interrupt.is_some()));
             for e in &mut effects {
                 if let Effect::CreateJob { confirm, .. } = e {
                     confirm.clone_from(&check);
@@ -99,23 +89,72 @@ pub fn start_executor(
     }
 }
 
+/// D27: the Job to start, as a recipe built when it is created when `pkg` is one of `v`'s packages
+/// (always, in the lifecycle), else built now.
+fn manifest(
+    ctx: &mut Ctx,
+    v: &NwView,
+    node: &str,
+    pkg: &Package,
+    stage: Stage,
+    interrupt: Option<&Interrupt>,
+) -> jobs::JobManifest {
+    let node_order = i64::from(ctx.node_order(v, node));
+    let key = v.packages.iter().find(|(_, p)| std::ptr::eq(*p, pkg));
+    if let Some((key, _)) = key {
+        let basis = ctx.executor_basis(v);
+        if let Some(r) =
+            jobs::JobRecipe::new(basis, key, stage, node, node_order, interrupt.cloned())
+        {
+            return r.into();
+        }
+    }
+    let inputs = jobs::builder::JobInputs {
+        nodewright: v.nw,
+        package: pkg,
+        stage,
+        node,
+        node_order,
+        options: ctx.opts,
+    };
+    match interrupt {
+        Some(i) => jobs::builder::build_interrupt_job(&inputs, i),
+        None => jobs::builder::build_package_job(&inputs),
+    }
+    .into()
+}
+
 /// I1: every create is confirmed on a fresh read of the node against the package's entry as the
 /// snapshot showed it — the entry the guarded node write recording the start expects. A node
 /// cache lagging behind the apiserver (a recorded outcome, another stage's start) then drops the
 /// create instead of starting a stage beside another (or a finished stage again).
-fn snapshot_entry_check(v: &NwView, node: &str, pkg: &Package) -> EntryExpect {
+fn snapshot_entry_check(
+    ctx: &Ctx,
+    v: &NwView,
+    node: &str,
+    pkg: &Package,
+    interrupt: bool,
+) -> EntryExpect {
     let entry = v
         .pos
         .get(node)
         .and_then(|&i| v.snapshot_doc(i))
         .and_then(|d| d.get(&pkg.name, &pkg.version))
         .cloned();
+    // I3 (explore seed 673): a start of a package with an interrupt rests on the node's cordon;
+    // on a node cache lagging behind the write that released it, the create must not go ahead.
+    let needs_cordon = interrupt || predicates::has_interrupt(pkg, &ctx.status(v).config_updates);
+    let cordoned = needs_cordon
+        && ctx
+            .node(node)
+            .is_some_and(|n| crate::effect::cordoned_by(n, &v.name));
     EntryExpect {
         nodewright: v.name.clone(),
         node: node.to_string(),
         package: pkg.name.clone(),
         version: pkg.version.clone(),
         entry,
+        cordoned,
     }
 }
 

@@ -57,8 +57,8 @@ pub struct Work {
     pub effects: Vec<(Slot, Effect)>,
     /// Node condition patches.
     pub node_conditions: Vec<Effect>,
-    /// Events, emitted last.
-    pub events: Vec<Effect>,
+    /// Events with the object whose write each describes; placed after that write (§13.7).
+    pub events: Vec<(EventAnchor, Effect)>,
     /// Errors collected (the shell backs off).
     pub errors: Vec<crate::PlanError>,
     /// Per-node keys of each NodeWright (status, version, cordon, ...), built once per pass.
@@ -355,7 +355,8 @@ impl Work {
         self.effects.push((slot, effect));
     }
 
-    /// Queues an event.
+    /// Queues an event describing a write to the object it regards (a Node's patch, a
+    /// NodeWright's status).
     pub fn event(
         &mut self,
         regarding: ObjectRef,
@@ -364,13 +365,61 @@ impl Work {
         action: &str,
         message: String,
     ) {
-        self.events.push(Effect::Event(Box::new(EventSpec {
+        let anchor = EventAnchor::of(&regarding);
+        self.push_event(anchor, regarding, warning, reason, action, message);
+    }
+
+    /// Queues an event regarding `regarding` (a NodeWright) that describes a write to `node`.
+    pub fn node_event(
+        &mut self,
+        node: &str,
+        regarding: ObjectRef,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        message: String,
+    ) {
+        let anchor = EventAnchor::Node(node.to_string());
+        self.push_event(anchor, regarding, warning, reason, action, message);
+    }
+
+    fn push_event(
+        &mut self,
+        anchor: EventAnchor,
+        regarding: ObjectRef,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        message: String,
+    ) {
+        let spec = EventSpec {
             regarding,
             warning,
             reason: reason.to_string(),
             action: action.to_string(),
             message,
-        })));
+        };
+        self.events.push((anchor, Effect::Event(Box::new(spec))));
+    }
+}
+
+/// The object whose write an Event describes: the Event is placed after that write in the plan,
+/// so it is sent only if the write happened (02-lifecycle.md §13.7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EventAnchor {
+    /// The node's state patch (or, without one, the node's last write).
+    Node(String),
+    /// The NodeWright's status patch.
+    NodeWright(String),
+}
+
+impl EventAnchor {
+    /// The anchor of an Event regarding `regarding`: a Node's write, else the NodeWright's.
+    pub fn of(regarding: &ObjectRef) -> Self {
+        match regarding.kind.as_str() {
+            "Node" => EventAnchor::Node(regarding.name.clone()),
+            _ => EventAnchor::NodeWright(regarding.name.clone()),
+        }
     }
 }
 

@@ -438,7 +438,8 @@ fn fire(
         if let Some(d) = ctx.doc_mut(v, node) {
             d.upsert(entry_for(pkg, stage, State::InProgress));
         }
-        ctx.work.event(
+        ctx.work.node_event(
+            node,
             nw_ref(&v.name, &v.uid),
             false,
             "Interrupt",
@@ -515,7 +516,8 @@ fn apply(ctx: &mut Ctx, v: &NwView, node: &str, pkg: &Package, updates: &pr::Con
             v.name
         ),
     );
-    ctx.work.event(
+    ctx.work.node_event(
+        node,
         nw_ref(&v.name, &v.uid),
         false,
         "Apply",
@@ -703,7 +705,8 @@ fn drain_timeout(
             "DrainTimeout",
             message.clone(),
         );
-        ctx.work.event(
+        ctx.work.node_event(
+            &name,
             nw_ref(&v.name, &v.uid),
             true,
             "Drain",

@@ -416,7 +416,7 @@ pub fn describe(effect: &Effect) -> Action {
         stage: ctx.stage.clone(),
     };
     action.job = match effect {
-        Effect::CreateJob { job, .. } => job.metadata.name.clone(),
+        Effect::CreateJob { job, .. } => Some(job.name()).filter(|n| !n.is_empty()),
         Effect::DeleteJob { name, .. }
         | Effect::PatchJob { name, .. }
         | Effect::EndInterruptJob { name, .. } => Some(name.clone()),

@@ -11,10 +11,11 @@ pub fn sentence(effect: &Effect) -> String {
         _ => String::new(),
     };
     match effect {
-        Effect::CreateJob { job, .. } => format!(
-            "start Job {} ({what})",
-            job.metadata.name.as_deref().unwrap_or("?")
-        ),
+        Effect::CreateJob { job, .. } => {
+            let name = job.name();
+            let name = if name.is_empty() { "?" } else { &name };
+            format!("start Job {name} ({what})")
+        }
         Effect::DeleteJob { name, reason, .. } => {
             format!("delete Job {name} ({})", reason.as_str())
         }

@@ -6,6 +6,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use nodewright_core::DeletionReason;
 use nodewright_core::effect::{EntryCheck, EntryExpect, FreshReadPrecondition};
+use nodewright_core::jobs::JobManifest;
 use serde_json::{Map, Value, json};
 use tracing::info;
 
@@ -23,12 +24,14 @@ fn delete_outcome(result: ApiResult<()>) -> Outcome {
 }
 
 impl<P: ClusterPort> Interpreter<P> {
+    /// Creates an executor Job; a recipe is built here, one create at a time, not in the plan
+    /// (D27).
     pub(super) async fn create_job(
         &self,
-        job: &Job,
+        job: &JobManifest,
         precondition: Option<&FreshReadPrecondition>,
     ) -> Outcome {
-        let mut job = job.clone();
+        let mut job = job.to_job();
         job.metadata.namespace = Some(self.namespace.clone());
         if let Some(pre) = precondition
             && let Some(blocked) = self.fresh_read_blocker(&job, pre).await

@@ -162,7 +162,7 @@ async fn create_job_applied() {
     let out = run(
         client,
         Effect::CreateJob {
-            job: Box::new(job("j1")),
+            job: (job("j1")).into(),
             context: ctx("n1"),
             precondition: None,
             confirm: None,
@@ -185,7 +185,7 @@ async fn create_job_already_exists_is_dropped() {
     let out = run(
         client,
         Effect::CreateJob {
-            job: Box::new(job("j1")),
+            job: (job("j1")).into(),
             context: ctx("n1"),
             precondition: None,
             confirm: None,
@@ -216,7 +216,7 @@ async fn b6_interrupt_create_dropped_when_fresh_read_shows_unfinished_job() {
     let out = run(
         client,
         Effect::CreateJob {
-            job: Box::new(labelled_interrupt_job("int")),
+            job: (labelled_interrupt_job("int")).into(),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
             confirm: None,
@@ -250,7 +250,7 @@ async fn b6_interrupt_create_applied_when_other_jobs_finished() {
     let out = run(
         client,
         Effect::CreateJob {
-            job: Box::new(labelled_interrupt_job("int")),
+            job: (labelled_interrupt_job("int")).into(),
             context: ctx("n1"),
             precondition: Some(FreshReadPrecondition::NoUnfinishedJobsOn { node: "n1".into() }),
             confirm: None,
@@ -375,6 +375,7 @@ fn confirmed_create(fresh_state: Option<(&str, &str)>) -> (Effect, Value) {
         package: "pkg".into(),
         version: "1.0.0".into(),
         entry: Some(expected),
+        cordoned: false,
     };
     let annotations = match fresh_state {
         Some((stage, state)) => {
@@ -387,7 +388,7 @@ fn confirmed_create(fresh_state: Option<(&str, &str)>) -> (Effect, Value) {
     };
     let node = node_json("7", annotations);
     let effect = Effect::CreateJob {
-        job: Box::new(job("j1")),
+        job: (job("j1")).into(),
         context: ctx("n1"),
         precondition: None,
         confirm: Some(check),
@@ -430,6 +431,32 @@ async fn inv16_1_create_is_dropped_when_the_fresh_read_shows_the_entry_moved_on(
 }
 
 #[tokio::test]
+async fn inv16_3_create_resting_on_the_cordon_is_dropped_when_the_fresh_read_shows_it_released() {
+    // Explore seed 673: the node cache still showed the cordon a pass had just released.
+    let (effect, node) = confirmed_create(Some(("apply", "complete")));
+    let Effect::CreateJob {
+        job,
+        context,
+        precondition,
+        confirm: Some(mut check),
+    } = effect
+    else {
+        unreachable!("confirmed_create builds a confirmed CreateJob")
+    };
+    check.cordoned = true;
+    let effect = Effect::CreateJob {
+        job,
+        context,
+        precondition,
+        confirm: Some(check),
+    };
+    let (client, task) = fake(vec![expect("GET", "/api/v1/nodes/n1", 200, node)]);
+    let out = run(client, effect).await;
+    assert!(matches!(out, Outcome::Dropped(_)), "{out:?}");
+    assert_eq!(task.await.unwrap().len(), 1, "no POST was sent");
+}
+
+#[tokio::test]
 async fn inv16_1_creates_on_one_node_share_one_fresh_read() {
     let (first, node) = confirmed_create(Some(("apply", "complete")));
     let Effect::CreateJob {
@@ -439,7 +466,7 @@ async fn inv16_1_creates_on_one_node_share_one_fresh_read() {
         unreachable!("confirmed_create builds a CreateJob")
     };
     let second = Effect::CreateJob {
-        job: Box::new(job("j2")),
+        job: (job("j2")).into(),
         context,
         precondition: None,
         confirm,
@@ -1236,7 +1263,7 @@ fn batch_plan() -> (Snapshot, Plan) {
                 status: Box::new(batch),
             },
             Effect::CreateJob {
-                job: Box::new(job("j1")),
+                job: (job("j1")).into(),
                 context: ctx("n1"),
                 precondition: None,
                 confirm: None,
@@ -1681,13 +1708,13 @@ async fn plan_failed_node_write_skips_later_effects_of_that_node_and_status() {
             state_patch(Some(entry(Stage::Apply, State::InProgress)), None),
             event("Apply"),
             Effect::CreateJob {
-                job: Box::new(job("j1")),
+                job: (job("j1")).into(),
                 context: ctx("n1"),
                 precondition: None,
                 confirm: None,
             },
             Effect::CreateJob {
-                job: Box::new(job("j2")),
+                job: (job("j2")).into(),
                 context: ctx("n2"),
                 precondition: None,
                 confirm: None,
@@ -1852,14 +1879,14 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
     let plan = Plan {
         effects: vec![
             Effect::CreateJob {
-                job: Box::new(job("j1")),
+                job: (job("j1")).into(),
                 context: ctx("n1"),
                 precondition: None,
                 confirm: None,
             },
             event("Apply"),
             Effect::CreateJob {
-                job: Box::new(job("j2")),
+                job: (job("j2")).into(),
                 context: ctx("n2"),
                 precondition: None,
                 confirm: None,
@@ -1872,7 +1899,7 @@ async fn plan_lanes_run_nodes_concurrently_but_barriers_and_order_hold() {
                 }),
             },
             Effect::CreateJob {
-                job: Box::new(job("j3")),
+                job: (job("j3")).into(),
                 context: ctx("n1"),
                 precondition: None,
                 confirm: None,

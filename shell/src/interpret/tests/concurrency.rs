@@ -195,7 +195,7 @@ fn record_start(node: &str, nw: &str, expect: bool) -> Effect {
 
 fn create(node: &str) -> Effect {
     Effect::CreateJob {
-        job: Box::new(job(&format!("job-{node}"))),
+        job: (job(&format!("job-{node}"))).into(),
         context: ctx(node),
         precondition: None,
         confirm: None,

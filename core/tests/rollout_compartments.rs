@@ -10,7 +10,7 @@ use nodewright_core::rollout::{
 use nodewright_crds::{InterruptionBudget, Status};
 use support::*;
 
-fn vector_a_nodes() -> Vec<nodewright_core::rollout::NodeView> {
+fn vector_a_nodes() -> Vec<nodewright_core::rollout::NodeView<'static>> {
     (0..6)
         .map(|i| {
             let n = node(&format!("node-{i}"));

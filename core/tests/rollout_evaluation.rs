@@ -13,7 +13,7 @@ use nodewright_crds::{BatchProcessingState, CompartmentStatus, DeploymentPolicyO
 use serde_json::json;
 use support::*;
 
-fn with_status(name: &str, status: Status) -> NodeView {
+fn with_status(name: &str, status: Status) -> NodeView<'static> {
     let mut n = node(name);
     n.status = status;
     n.status_before = status;
@@ -40,7 +40,7 @@ fn rollout_7_1_unfinished_while_any_member_in_progress() {
         with_status("a", Status::Complete),
         with_status("b", Status::InProgress),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(0, 0);
     assert_eq!(
         evaluate(&mut st, Some(&strategy()), &refs),
@@ -52,7 +52,7 @@ fn rollout_7_1_unfinished_while_any_member_in_progress() {
 #[test]
 fn rollout_7_1_current_batch_zero_is_initialised() {
     let nodes = [with_status("a", Status::Complete)];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = BatchProcessingState::default();
     assert_eq!(
         evaluate(&mut st, Some(&strategy()), &refs),
@@ -70,7 +70,7 @@ fn rollout_7_1_scores_deltas_since_checkpoint() {
         with_status("c", Status::Erroring),
         with_status("d", Status::Waiting),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(1, 0);
     let outcome = evaluate(&mut st, Some(&strategy()), &refs);
     assert_eq!(
@@ -96,7 +96,7 @@ fn rollout_7_1_negative_delta_resynchronises_only_that_checkpoint() {
         with_status("d", Status::Waiting),
         with_status("e", Status::Waiting),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(2, 0);
     let outcome = evaluate(&mut st, Some(&strategy()), &refs);
     assert_eq!(
@@ -114,7 +114,7 @@ fn rollout_7_1_negative_delta_resynchronises_only_that_checkpoint() {
         with_status("b", Status::Complete),
         with_status("c", Status::Erroring),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = BatchProcessingState {
         consecutive_failures: 1,
         last_batch_failed: true,
@@ -131,7 +131,7 @@ fn rollout_7_1_negative_delta_resynchronises_only_that_checkpoint() {
         with_status("a", Status::Complete),
         with_status("c", Status::Waiting),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = BatchProcessingState {
         consecutive_failures: 1,
         last_batch_failed: true,
@@ -154,7 +154,7 @@ fn rollout_7_3_blocked_nodes_never_score() {
         with_status("b", Status::Blocked),
         with_status("c", Status::Complete),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(1, 0);
     assert_eq!(
         evaluate(&mut st, Some(&strategy()), &refs),
@@ -171,7 +171,7 @@ fn d17_only_terminal_erroring_counts_as_failure() {
         with_status("a", Status::Complete),
         with_status("b", Status::InProgress),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(0, 0);
     assert_eq!(
         evaluate(&mut st, Some(&strategy()), &refs),
@@ -184,7 +184,7 @@ fn d17_only_terminal_erroring_counts_as_failure() {
         with_status("b", Status::Waiting),
         with_status("c", Status::Unknown),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(0, 0);
     let outcome = evaluate(&mut st, Some(&strategy()), &refs);
     assert_eq!(
@@ -201,7 +201,7 @@ fn d17_only_terminal_erroring_counts_as_failure() {
         with_status("b", Status::Waiting),
         with_status("c", Status::Waiting),
     ];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(0, 0);
     let outcome = evaluate(&mut st, Some(&strategy()), &refs);
     assert!(matches!(outcome, Evaluation::Scored { failed: true, .. }));
@@ -388,7 +388,7 @@ fn rollout_9_3_cli_reset_clears_every_field() {
 #[test]
 fn rollout_7_2_strategyless_compartment_counts_batches_only() {
     let nodes = [with_status("a", Status::Erroring)];
-    let refs: Vec<&NodeView> = nodes.iter().collect();
+    let refs: Vec<&NodeView<'static>> = nodes.iter().collect();
     let mut st = checkpoint(0, 0);
     let outcome = evaluate(&mut st, None, &refs);
     assert!(matches!(outcome, Evaluation::Scored { size: 1, .. }));

@@ -59,7 +59,7 @@ fn arb_policy() -> impl Strategy<Value = nodewright_crds::DeploymentPolicy> {
         })
 }
 
-fn zoned_nodes(zones: &[u8]) -> Vec<NodeView> {
+fn zoned_nodes(zones: &[u8]) -> Vec<NodeView<'static>> {
     zones
         .iter()
         .enumerate()
@@ -115,7 +115,7 @@ proptest! {
                 .nodes
                 .iter()
                 .filter(|x| x.status == Status::InProgress)
-                .map(|x| x.name.clone())
+                .map(|x| x.name.to_string())
                 .collect();
             let before = sim.status().node_priority.clone();
             let d = sim.pass();
@@ -161,7 +161,7 @@ proptest! {
                 .nodes
                 .iter()
                 .filter(|x| x.status == Status::InProgress)
-                .map(|x| x.name.clone())
+                .map(|x| x.name.to_string())
                 .collect();
             let d = sim.pass();
             let bound = bounds(&sim, &d);
@@ -214,7 +214,7 @@ proptest! {
         sticky in proptest::collection::vec(any::<bool>(), 30),
         strategy in arb_strategy(),
     ) {
-        let nodes: Vec<NodeView> = statuses
+        let nodes: Vec<NodeView<'static>> = statuses
             .iter()
             .enumerate()
             .map(|(i, s)| {
@@ -233,7 +233,7 @@ proptest! {
         });
         for (v, s) in nodes.iter().zip(&sticky) {
             if *s {
-                status.node_priority.insert(v.name.clone(), at(0));
+                status.node_priority.insert(v.name.to_string(), at(0));
             }
         }
         nw.status = Some(status);
@@ -259,7 +259,7 @@ proptest! {
         mix in proptest::collection::vec((0usize..8, any::<bool>(), any::<bool>()), 0..30),
         size in 0i64..8,
     ) {
-        let views: Vec<NodeView> = mix
+        let views: Vec<NodeView<'static>> = mix
             .iter()
             .enumerate()
             .map(|(i, (s, _, _))| {

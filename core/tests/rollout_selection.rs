@@ -23,7 +23,7 @@ fn taint(key: &str, value: Option<&str>, effect: &str) -> Taint {
     }
 }
 
-fn with_status(mut n: NodeView, status: Status) -> NodeView {
+fn with_status(mut n: NodeView<'static>, status: Status) -> NodeView<'static> {
     n.status = status;
     n.status_before = status;
     n.complete = status == Status::Complete;
@@ -72,7 +72,7 @@ fn with_state(
 fn plan(
     nw: &NodeWright,
     p: Option<&nodewright_crds::DeploymentPolicy>,
-    nodes: &[NodeView],
+    nodes: &[NodeView<'static>],
 ) -> RolloutDecision {
     plan_rollout(nw, p, nodes, t0(), &settings())
 }
@@ -135,13 +135,14 @@ fn rollout_7_4_failed_node_holds_its_batch() {
 fn rollout_6_2_ignored_and_tainted_nodes_are_blocked_not_selected() {
     let ignored = label(node("a-ignored"), "nodewright.nvidia.com/ignore", "true");
     let mut tainted = node("b-tainted");
-    tainted.taints = vec![taint("gpu", Some("broken"), "NoSchedule")];
+    tainted.taints = vec![taint("gpu", Some("broken"), "NoSchedule")].into();
     let mut cordoned = node("c-cordoned");
     cordoned.taints = vec![taint(
         "node.kubernetes.io/unschedulable",
         None,
         "NoSchedule",
-    )];
+    )]
+    .into();
     let nodes = vec![ignored, tainted, cordoned, node("d")];
     let d = plan(&legacy_count(2), None, &nodes);
     assert_eq!(d.selected_nodes, vec!["c-cordoned", "d"]);
@@ -191,7 +192,7 @@ fn rollout_6_2_condition_messages_when_clear_and_when_many() {
 #[test]
 fn rollout_6_2_additional_tolerations_make_nodes_eligible() {
     let mut tainted = node("a");
-    tainted.taints = vec![taint("gpu", Some("x"), "NoExecute")];
+    tainted.taints = vec![taint("gpu", Some("x"), "NoExecute")].into();
     let mut nw = legacy_count(1);
     nw.spec.additional_tolerations = vec![Toleration {
         key: Some("gpu".into()),
@@ -209,7 +210,7 @@ fn d05_runtime_required_taint_tolerated_for_every_nodewright() {
         "NoSchedule",
     );
     let mut n = node("a");
-    n.taints = vec![rr.clone()];
+    n.taints = vec![rr.clone()].into();
     let nw = legacy_count(1);
     assert!(!nw.spec.runtime_required);
     let mut s = settings();
@@ -266,14 +267,14 @@ fn rollout_6_5_eligibility_applied_before_counting() {
 fn d03_strict_budget_ineligible_sticky_node_keeps_its_slot() {
     // `a` was admitted, then got an untolerated taint: it still holds one of the 2 slots.
     let mut a = node("a");
-    a.taints = vec![taint("gpu", None, "NoSchedule")];
+    a.taints = vec![taint("gpu", None, "NoSchedule")].into();
     let nodes = vec![a, node("b"), node("c"), node("d")];
     let nw = with_priority(legacy_count(2), &[("a", 0)], 0);
     let d = plan(&nw, None, &nodes);
     assert_eq!(d.selected_nodes, vec!["b"]);
     // When `a` becomes eligible again the admitted set is {a, b}: never more than 2.
     let mut nodes = nodes;
-    nodes[0].taints.clear();
+    nodes[0].taints = Vec::new().into();
     let nw = with_priority(legacy_count(2), &[("a", 0), ("b", 1)], 0);
     let d = plan(&nw, None, &nodes);
     assert_eq!(d.selected_nodes, vec!["a", "b"]);

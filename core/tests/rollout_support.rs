@@ -14,9 +14,9 @@ use nodewright_crds::{
 };
 
 /// A waiting, not complete node without labels or taints.
-pub fn node(name: &str) -> NodeView {
+pub fn node(name: &str) -> NodeView<'static> {
     NodeView {
-        name: name.to_string(),
+        name: name.to_string().into(),
         status: Status::Waiting,
         status_before: Status::Waiting,
         ..NodeView::default()
@@ -24,13 +24,15 @@ pub fn node(name: &str) -> NodeView {
 }
 
 /// `n` waiting nodes `node-00`, `node-01`, ...
-pub fn nodes(n: usize) -> Vec<NodeView> {
+pub fn nodes(n: usize) -> Vec<NodeView<'static>> {
     (0..n).map(|i| node(&format!("node-{i:02}"))).collect()
 }
 
 /// Adds a label to a node.
-pub fn label(mut node: NodeView, key: &str, value: &str) -> NodeView {
-    node.labels.insert(key.to_string(), value.to_string());
+pub fn label(mut node: NodeView<'static>, key: &str, value: &str) -> NodeView<'static> {
+    node.labels
+        .to_mut()
+        .insert(key.to_string(), value.to_string());
     node
 }
 
@@ -189,7 +191,7 @@ pub struct Sim {
     /// Its policy, if any.
     pub policy: Option<DeploymentPolicy>,
     /// Its nodes.
-    pub nodes: Vec<NodeView>,
+    pub nodes: Vec<NodeView<'static>>,
     /// Current time; one second per pass.
     pub now: Timestamp,
     /// Newly started nodes per pass, per compartment (only passes that started something).
@@ -202,7 +204,11 @@ pub struct Sim {
 
 impl Sim {
     /// A simulation of `nw` over `nodes`.
-    pub fn new(nw: NodeWright, policy: Option<DeploymentPolicy>, nodes: Vec<NodeView>) -> Self {
+    pub fn new(
+        nw: NodeWright,
+        policy: Option<DeploymentPolicy>,
+        nodes: Vec<NodeView<'static>>,
+    ) -> Self {
         Self {
             nw,
             policy,
@@ -248,12 +254,12 @@ impl Sim {
         let mut started: BTreeMap<String, usize> = BTreeMap::new();
         for node in self.nodes.iter_mut() {
             node.status_before = node.status;
-            let picked = decision.selected_nodes.contains(&node.name);
+            let picked = decision.selected_nodes.contains(&node.name.to_string());
             // A terminally failed node is not restarted without a rerun.
             let idle = !matches!(node.status, Status::InProgress | Status::Erroring);
             if picked && idle {
                 node.status = Status::InProgress;
-                let compartment = decision.assignment[&node.name].clone();
+                let compartment = decision.assignment[&*node.name].clone();
                 *started.entry(compartment).or_default() += 1;
             }
         }

@@ -162,6 +162,13 @@ impl Package {
         unique_name(&self.name, &self.version)
     }
 
+    /// True when `key` is this package's unique name (compared without building it).
+    pub fn is_unique_name(&self, key: &str) -> bool {
+        key.strip_prefix(self.name.as_str())
+            .and_then(|rest| rest.strip_prefix('|'))
+            .is_some_and(|version| version == self.version)
+    }
+
     /// True when the package ships uninstall scripts (`uninstall.enabled`).
     pub fn uninstall_enabled(&self) -> bool {
         self.uninstall.as_ref().is_some_and(|u| u.enabled)
@@ -339,6 +346,30 @@ impl NodeWrightSpec {
         for (key, pkg) in self.packages.iter_mut() {
             if pkg.name.is_empty() {
                 pkg.name = key.clone();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Package;
+
+    #[test]
+    fn is_unique_name_agrees_with_the_built_unique_name() {
+        let keys = ["a|1", "a|1|2", "a|b|1", "a|", "|1", "a", "ab|1", "a|12", ""];
+        for (name, version) in [("a", "1"), ("a", "1|2"), ("a|b", "1"), ("a", ""), ("", "1")] {
+            let p = Package {
+                name: name.into(),
+                version: version.into(),
+                ..Package::default()
+            };
+            for key in keys {
+                assert_eq!(
+                    p.is_unique_name(key),
+                    p.unique_name() == key,
+                    "{name} {version} {key}"
+                );
             }
         }
     }

@@ -85,7 +85,8 @@ pub use configmap::{node_metadata_config_map, package_config_map, upsert_if_chan
 pub use create::{CreateDecision, WaitReason, plan_create};
 pub use index::{ExecutorCache, ExecutorIndex, ExecutorJob};
 pub use outcome::{
-    Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, outcomes, record_events,
+    Evidence, Outcome, OutcomeKind, Outcomes, entry_changes, node_state_of, outcomes,
+    outcomes_with, record_events,
 };
 pub use recipe::{ExecutorBasis, JobManifest, JobRecipe};
 /// A NodeWright's name (empty when unnamed, which the apiserver never allows).

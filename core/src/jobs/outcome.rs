@@ -6,7 +6,8 @@
 //! outcome into guarded node-state changes; the outcome's `after_state` effects (marker + TTL,
 //! archive pruning, evidence annotations) go after the node write.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -142,7 +143,7 @@ pub(super) fn node_status<'n>(node: Option<&'n Node>, nw: &str) -> Option<&'n st
 }
 
 /// Reads the node-state document of `nw` from a node; `None` when absent or unreadable.
-fn node_state_of(node: &Node, nw: &str) -> Option<NodeState> {
+pub fn node_state_of(node: &Node, nw: &str) -> Option<NodeState> {
     let text = node
         .metadata
         .annotations
@@ -289,7 +290,26 @@ pub fn outcomes(
         .iter()
         .filter_map(|n| Some((n.metadata.name.as_deref()?, &**n)))
         .collect();
-    let mut states: BTreeMap<(&str, &str), Option<NodeState>> = BTreeMap::new();
+    let node = |name: &str| nodes.get(name).copied();
+    let state = |nw: &str, name: &str| {
+        node(name)
+            .and_then(|n| node_state_of(n, nw))
+            .map(Cow::Owned)
+    };
+    outcomes_with(index, node, state, options, now)
+}
+
+/// [`outcomes`] reading nodes by name through `node` and the snapshot's node-state document of
+/// (NodeWright, node) through `state` (`None` when absent or unreadable), so a caller that has
+/// already indexed the nodes and parsed their documents does not do it again.
+pub fn outcomes_with<'n, 's>(
+    index: &ExecutorIndex,
+    node: impl Fn(&str) -> Option<&'n Node>,
+    state: impl Fn(&str, &str) -> Option<Cow<'s, NodeState>>,
+    options: &Options,
+    now: Timestamp,
+) -> Outcomes {
+    let mut states: HashMap<(&str, &str), Option<Cow<'s, NodeState>>> = HashMap::new();
     let mut out = Outcomes::default();
     for job in index.all() {
         if job.terminating {
@@ -306,15 +326,15 @@ pub fn outcomes(
         if job.processed {
             continue;
         }
-        let node = nodes.get(job.node.as_str()).copied();
+        let node = node(job.node.as_str());
         if matches!(job.state, JobState::Complete) {
             out.items.push(completed(job, node.is_some(), options));
             continue;
         }
         let state = states
             .entry((job.nodewright.as_str(), job.node.as_str()))
-            .or_insert_with(|| node.and_then(|n| node_state_of(n, &job.nodewright)))
-            .as_ref();
+            .or_insert_with(|| node.and_then(|_| state(&job.nodewright, &job.node)))
+            .as_deref();
         match &job.state {
             JobState::Failed { reason } => {
                 out.items

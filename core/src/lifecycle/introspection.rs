@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
 use super::ctx::Ctx;
+use super::mirror::{MIRROR_LIMIT_BYTES, entry_bytes_at_least};
 use super::ordering::{globally_waiting, node_ready};
 use super::rollout_seam;
 use super::status::{
@@ -266,6 +267,24 @@ fn set_node_statuses(
 
 /// Brings the `status.nodeState` mirror up to the current documents; true when it changed.
 fn refresh_mirror(ctx: &mut Ctx, v: &NwView) -> bool {
+    // D26: a mirror whose JSON is certainly over the limit is never written; record only
+    // whether it changed instead of copying every document into it.
+    let at_least: usize = (0..v.nodes.len())
+        .filter_map(|i| Some(entry_bytes_at_least(&v.nodes[i], ctx.doc_at(v, i)?)))
+        .sum();
+    if at_least > MIRROR_LIMIT_BYTES {
+        let changed = ctx
+            .work
+            .mirrors
+            .get(&v.name)
+            .is_some_and(|edits| edits.changed(&v.status.node_state))
+            || (0..v.nodes.len()).any(|i| {
+                ctx.doc_at(v, i)
+                    .is_some_and(|d| ctx.mirror_entry(v, &v.nodes[i]) != Some(d))
+            });
+        ctx.work.mirror_mut(&v.name).mark_oversized(changed);
+        return changed;
+    }
     let unedited = ctx
         .work
         .mirrors

@@ -13,6 +13,10 @@ pub struct MirrorEdits {
     set: BTreeMap<String, NodeState>,
     /// Entries removed (absent from `set`).
     removed: BTreeSet<String>,
+    /// `Some(changed)` once the edited mirror is known to exceed [`MIRROR_LIMIT_BYTES`] (D26:
+    /// it is left out of the status, so its entries are not kept); `changed` says whether it
+    /// differs from the snapshot's.
+    oversized: Option<bool>,
 }
 
 impl MirrorEdits {
@@ -60,17 +64,37 @@ impl MirrorEdits {
         }
     }
 
+    /// Records that the edited mirror exceeds [`MIRROR_LIMIT_BYTES`] and whether it differs
+    /// from the snapshot's; its entries are dropped (a too-large mirror is never written).
+    pub fn mark_oversized(&mut self, changed: bool) {
+        self.set.clear();
+        self.removed.clear();
+        self.oversized = Some(changed);
+    }
+
+    /// True when the edited mirror is known to exceed [`MIRROR_LIMIT_BYTES`].
+    pub fn oversized(&self) -> bool {
+        self.oversized.is_some()
+    }
+
     /// True when the edited mirror differs from the snapshot's.
     pub fn changed(&self, snapshot: &BTreeMap<String, NodeState>) -> bool {
+        if let Some(changed) = self.oversized {
+            return changed;
+        }
         self.set.iter().any(|(n, d)| snapshot.get(n) != Some(d))
             || self.removed.iter().any(|n| snapshot.contains_key(n))
     }
 
-    /// The full edited mirror (the edits are moved into it, the rest cloned from `snapshot`).
+    /// The full edited mirror (the edits are moved into it, the rest cloned from `snapshot`);
+    /// empty when it is [`oversized`](Self::oversized).
     pub fn into_applied(
         self,
         snapshot: &BTreeMap<String, NodeState>,
     ) -> BTreeMap<String, NodeState> {
+        if self.oversized() {
+            return BTreeMap::new();
+        }
         let mut out: BTreeMap<String, NodeState> = snapshot
             .iter()
             .filter(|(n, _)| !self.removed.contains(*n) && !self.set.contains_key(*n))
@@ -157,6 +181,21 @@ pub const MIRROR_LIMIT_BYTES: usize = 1 << 20;
 pub fn mirror_fits(mirror: &BTreeMap<String, NodeState>) -> bool {
     let mut counter = Counter(0);
     serde_json::to_writer(&mut counter, mirror).is_ok()
+}
+
+/// A lower bound of the JSON bytes `node`'s mirror entry `doc` takes: the quoted keys, the
+/// four fields every package entry serializes (`name`, `version`, `image`, `stage` with its
+/// value left out) and the punctuation; escaping only adds to it.
+pub fn entry_bytes_at_least(node: &str, doc: &NodeState) -> usize {
+    // `"node":{}` and, per entry, `"key":{"name":"","version":"","image":"","stage":""}`.
+    const NODE: usize = 5;
+    const ENTRY: usize = 49;
+    NODE + node.len()
+        + doc
+            .0
+            .iter()
+            .map(|(k, e)| ENTRY + k.len() + e.name.len() + e.version.len() + e.image.len())
+            .sum::<usize>()
 }
 
 /// Counts written bytes and refuses once they pass [`MIRROR_LIMIT_BYTES`].

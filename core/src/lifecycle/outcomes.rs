@@ -2,7 +2,9 @@
 //! seam: guarded entry changes go into the working documents, the `state-recorded` marker and
 //! other after-state effects come after the node patches.
 
-use nodewright_crds::{State, Status};
+use std::borrow::Cow;
+
+use nodewright_crds::{NodeState, State, Status};
 
 use super::ctx::Ctx;
 use super::view::NwView;
@@ -11,7 +13,19 @@ use crate::jobs::{self, OutcomeKind};
 
 /// Records every outcome of the snapshot's executors.
 pub fn record(ctx: &mut Ctx, views: &[NwView]) {
-    let outs = jobs::outcomes(&ctx.index, ctx.snap, ctx.opts, ctx.now);
+    // The nodes and their parsed snapshot documents as this pass already holds them (a
+    // NodeWright without a view, or a node it does not select, is parsed here).
+    let state = |nw: &str, node: &str| -> Option<Cow<'_, NodeState>> {
+        match views
+            .iter()
+            .find(|v| v.name == nw)
+            .and_then(|v| v.parsed(node))
+        {
+            Some(parsed) => parsed.as_ref().ok().map(|d| Cow::Borrowed(&**d)),
+            None => jobs::node_state_of(ctx.node(node)?, nw).map(Cow::Owned),
+        }
+    };
+    let outs = jobs::outcomes_with(&ctx.index, |n| ctx.node(n), state, ctx.opts, ctx.now);
     if let Some(after) = outs.requeue_after
         && after <= super::emit::SHORT_REQUEUE
     {

@@ -38,7 +38,7 @@ pub fn node_statuses(ctx: &Ctx, v: &NwView) -> Vec<Status> {
 
 /// Node views of `v`'s selected nodes with their current statuses (`statuses`, from
 /// [`node_statuses`]).
-pub fn node_views(ctx: &Ctx, v: &NwView, statuses: &[Status]) -> Vec<NodeView> {
+pub fn node_views<'v>(ctx: &Ctx, v: &NwView<'v>, statuses: &[Status]) -> Vec<NodeView<'v>> {
     let cordon = super::work::Work::cordon_key(&ctx.work.keys, &v.name);
     v.refs
         .iter()

@@ -331,11 +331,12 @@ impl Work {
             return None;
         }
         let mut full = clone_without_mirror(working.unwrap_or(snapshot));
+        let oversized = edits.as_ref().is_some_and(MirrorEdits::oversized);
         full.node_state = match edits {
             Some(e) => e.into_applied(&snapshot.node_state),
             None => snapshot.node_state.clone(),
         };
-        if !mirror_fits(&full.node_state) {
+        if oversized || !mirror_fits(&full.node_state) {
             // D26: a status too large for the apiserver is never written; leave the mirror out.
             full.node_state.clear();
             if light_same && snapshot.node_state.is_empty() {
@@ -585,7 +586,7 @@ mod tests {
     use nodewright_crds::{NodeState, NodeWrightStatus, PackageStatus, Stage, State};
 
     use super::Work;
-    use crate::lifecycle::mirror::{MIRROR_LIMIT_BYTES, mirror_fits};
+    use crate::lifecycle::mirror::{MIRROR_LIMIT_BYTES, entry_bytes_at_least, mirror_fits};
 
     /// A five-package document of about 600 bytes of JSON.
     fn doc() -> NodeState {
@@ -628,6 +629,63 @@ mod tests {
             work.take_changed_status("nw", &NodeWrightStatus::default(), true),
             None
         );
+    }
+
+    #[test]
+    fn d26_the_entry_bound_never_exceeds_the_entry_json() {
+        let mut odd = doc();
+        odd.upsert(PackageStatus {
+            name: "<&>\"q".into(),
+            version: String::new(),
+            image: "é/\\".into(),
+            container_sha: "sha256:abc".into(),
+            stage: Stage::Apply,
+            state: None,
+            restarts: 3,
+        });
+        for (node, d) in [
+            ("n", NodeState::default()),
+            ("node-00001", doc()),
+            ("x<y", odd),
+        ] {
+            let json = serde_json::to_string(&std::collections::BTreeMap::from([(node, &d)]))
+                .expect("serializes");
+            // The map's own braces are not part of an entry.
+            let bound = entry_bytes_at_least(node, &d);
+            assert!(
+                bound <= json.len() - 2,
+                "{node}: {bound} > {}",
+                json.len() - 2
+            );
+            assert!(
+                bound + 40 >= (json.len() - 2) / 2,
+                "{node}: the bound is not loose"
+            );
+        }
+    }
+
+    #[test]
+    fn d26_a_mirror_known_to_be_over_the_limit_is_left_out_as_when_measured() {
+        // Marked oversized and changed: the old mirror is cleared, as when it is measured.
+        let mut snapshot = NodeWrightStatus::default();
+        snapshot.node_state.insert("node-00000".into(), doc());
+        let mut work = Work::default();
+        work.mirror_mut("nw").mark_oversized(true);
+        let written = work
+            .take_changed_status("nw", &snapshot, true)
+            .expect("the old mirror is cleared");
+        assert!(written.node_state.is_empty());
+        // Over the limit with no mirror in the status: nothing is written.
+        let mut work = Work::default();
+        work.mirror_mut("nw").mark_oversized(true);
+        assert_eq!(
+            work.take_changed_status("nw", &NodeWrightStatus::default(), true),
+            None
+        );
+        // Unchanged (the status still holds a mirror it did not write): left alone.
+        let mut work = Work::default();
+        work.mirror_mut("nw").mark_oversized(false);
+        assert_eq!(work.take_changed_status("nw", &snapshot, true), None);
     }
 
     #[test]

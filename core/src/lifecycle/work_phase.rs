@@ -264,7 +264,7 @@ pub fn to_run(
     let mut next: Vec<&Package> = dag
         .next(&done)
         .iter()
-        .filter_map(|key| v.packages.values().find(|p| p.unique_name() == *key))
+        .filter_map(|key| v.packages.values().find(|p| p.is_unique_name(key)))
         .filter(|p| {
             let uninstalled = super::predicates::entry_of(doc, &p.name, &p.version).is_none();
             !in_cycle(doc, p) && (!uninstall_requested(p, v.deleting) || !uninstalled)

@@ -41,7 +41,7 @@ pub struct Counts {
 }
 
 /// Counts the members' terminal outcomes.
-pub fn counts<'a>(members: impl IntoIterator<Item = &'a NodeView>) -> Counts {
+pub fn counts<'a>(members: impl IntoIterator<Item = &'a NodeView<'a>>) -> Counts {
     let mut c = Counts::default();
     for node in members {
         if node.complete {

@@ -52,6 +52,7 @@ mod reset;
 mod select;
 mod strategy;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Node, Taint};
@@ -80,15 +81,16 @@ pub use reset::{
 pub use select::{BatchSelection, CANDIDATE_ORDER, Member, members, select_batch};
 pub use strategy::{Growth, Strategy, progress, safety_rank};
 
-/// What the rollout needs to know about one selected node of a NodeWright.
+/// What the rollout needs to know about one selected node of a NodeWright; name, labels and
+/// taints are borrowed from the Node when built by [`NodeView::from_node`].
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct NodeView {
+pub struct NodeView<'a> {
     /// Node name.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Node labels (compartment selectors, the ignore label).
-    pub labels: BTreeMap<String, String>,
+    pub labels: Cow<'a, BTreeMap<String, String>>,
     /// Node taints (eligibility).
-    pub taints: Vec<Taint>,
+    pub taints: Cow<'a, [Taint]>,
     /// Node status for this NodeWright after this pass's introspection.
     pub status: Status,
     /// Node status before this pass's introspection (membership-churn absorption); use
@@ -101,17 +103,26 @@ pub struct NodeView {
     pub out: bool,
 }
 
-impl NodeView {
+impl<'a> NodeView<'a> {
     /// A view of `node` with the given statuses and completeness.
-    pub fn from_node(node: &Node, status: Status, status_before: Status, complete: bool) -> Self {
+    pub fn from_node(
+        node: &'a Node,
+        status: Status,
+        status_before: Status,
+        complete: bool,
+    ) -> Self {
         Self {
-            name: node.metadata.name.clone().unwrap_or_default(),
-            labels: node.metadata.labels.clone().unwrap_or_default(),
-            taints: node
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default(),
+            name: Cow::Borrowed(node.metadata.name.as_deref().unwrap_or_default()),
+            labels: match &node.metadata.labels {
+                Some(labels) => Cow::Borrowed(labels),
+                None => Cow::Owned(BTreeMap::new()),
+            },
+            taints: Cow::Borrowed(
+                node.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_deref())
+                    .unwrap_or_default(),
+            ),
             status,
             status_before,
             complete,

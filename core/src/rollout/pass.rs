@@ -113,18 +113,18 @@ pub fn plan_rollout(
     let keep: BTreeSet<&str> = nodes
         .iter()
         .filter(|n| !n.complete && n.status != nodewright_crds::Status::Complete)
-        .map(|n| n.name.as_str())
+        .map(|n| &*n.name)
         .collect();
     priority.prune(&keep);
     let mut decision = RolloutDecision::default();
     decision.ineligible = nodes
         .iter()
-        .filter_map(|n| ineligibility(n, &tolerations).map(|why| (n.name.clone(), why)))
+        .filter_map(|n| ineligibility(n, &tolerations).map(|why| (n.name.to_string(), why)))
         .collect();
     decision.blocked_nodes = nodes
         .iter()
-        .filter(|n| !n.complete && decision.ineligible.contains_key(&n.name))
-        .map(|n| n.name.clone())
+        .filter(|n| !n.complete && decision.ineligible.contains_key(&*n.name))
+        .map(|n| n.name.to_string())
         .collect();
     let compartments = build_compartments(nw, policy, nodes.len());
     let policy_name = match &compartments {
@@ -259,8 +259,8 @@ fn select_all(
     let in_order = |set: &BTreeSet<String>| -> Vec<String> {
         nodes
             .iter()
-            .filter(|n| set.contains(&n.name))
-            .map(|n| n.name.clone())
+            .filter(|n| set.contains(&*n.name))
+            .map(|n| n.name.to_string())
             .collect()
     };
     decision.selected_nodes = in_order(&selected);
@@ -285,10 +285,10 @@ fn finish(
             let node = &nodes[i];
             decision
                 .assignment
-                .insert(node.name.clone(), spec.name.clone());
-            match decision.ineligible.get(&node.name) {
-                Some(Ineligible::Ignored) => ignored.push(node.name.as_str()),
-                Some(Ineligible::TaintNotTolerated) => tainted.push(node.name.as_str()),
+                .insert(node.name.to_string(), spec.name.clone());
+            match decision.ineligible.get(&*node.name) {
+                Some(Ineligible::Ignored) => ignored.push(&*node.name),
+                Some(Ineligible::TaintNotTolerated) => tainted.push(&*node.name),
                 None => {}
             }
         }

@@ -32,7 +32,7 @@ pub struct BatchSelection {
 #[derive(Clone, Copy, Debug)]
 pub struct Member<'a> {
     /// The node.
-    pub node: &'a NodeView,
+    pub node: &'a NodeView<'a>,
     /// `ignore` label and taints allow picking it.
     pub eligible: bool,
     /// Its `nodePriority` timestamp, when it is in the current batch.
@@ -78,7 +78,7 @@ pub fn select_batch(members: &[Member<'_>], batch_size: i64, stopped: bool) -> B
     if !in_progress.is_empty() || !sticky_ok.is_empty() {
         let room = usize_room(batch_size - in_progress.len() as i64);
         let mut selected = names(&in_progress);
-        selected.extend(sticky_ok.iter().take(room).map(|m| m.node.name.clone()));
+        selected.extend(sticky_ok.iter().take(room).map(|m| m.node.name.to_string()));
         return BatchSelection {
             selected,
             ..BatchSelection::default()
@@ -107,12 +107,12 @@ fn new_batch(members: &[Member<'_>], room: usize) -> Vec<String> {
             })
         })
         .take(room)
-        .map(|m| m.node.name.clone())
+        .map(|m| m.node.name.to_string())
         .collect()
 }
 
 fn names(members: &[&Member<'_>]) -> Vec<String> {
-    members.iter().map(|m| m.node.name.clone()).collect()
+    members.iter().map(|m| m.node.name.to_string()).collect()
 }
 
 fn usize_room(room: i64) -> usize {
@@ -121,7 +121,7 @@ fn usize_room(room: i64) -> usize {
 
 /// Looks up every member's `nodePriority` entry.
 pub fn members<'a>(
-    nodes: impl IntoIterator<Item = (&'a NodeView, bool)>,
+    nodes: impl IntoIterator<Item = (&'a NodeView<'a>, bool)>,
     priority: &'a BTreeMap<String, Time>,
 ) -> Vec<Member<'a>> {
     nodes
@@ -129,7 +129,7 @@ pub fn members<'a>(
         .map(|(node, eligible)| Member {
             node,
             eligible,
-            priority: priority.get(&node.name),
+            priority: priority.get(&*node.name),
         })
         .collect()
 }

@@ -18,6 +18,10 @@ pub struct Plan {
     pub metrics: Vec<MetricSample>,
     /// Errors that should make the shell back off (the pass still emitted what it could).
     pub errors: Vec<PlanError>,
+    /// D28: cached executor pods no pass reads any more (their Job is `Complete` and recorded);
+    /// the shell drops them from its pod cache while they are unchanged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settled_pods: Vec<crate::jobs::SettledPod>,
 }
 
 /// One gauge value with its labels, name without the `nodewright_` prefix.

@@ -33,12 +33,14 @@ use wire::{Slim, Wire};
 
 pub mod decode;
 mod filter;
+pub mod forget;
 mod slim;
 pub mod wire;
 
 pub use slim::{strip_executor_pod, strip_job};
 
 pub use decode::{Undecodable, Undecodables};
+pub use forget::{Forgotten, PodForgetter};
 
 /// Objects per list page of the initial (and every re-) list.
 pub const LIST_PAGE_SIZE: u32 = 100;
@@ -73,6 +75,8 @@ pub struct Caches {
     /// Scheduled pods cluster-wide: executor pods (operator namespace, both labels) keep their
     /// status, workload pods are slimmed to what drain classification reads.
     pub pods: Store<CachedPod>,
+    /// Drops the executor pods a pass reports settled from `pods` (D28).
+    pub forget_pods: PodForgetter,
     /// The operator namespace.
     pub namespace: String,
     /// ConfigMaps in the operator namespace.
@@ -105,6 +109,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         trigger,
         stripped(strip_node),
         node_filter,
+        None,
     );
     let jobs = spawn(
         &mut tasks,
@@ -113,8 +118,10 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         trigger,
         CachedJob::new,
         always,
+        None,
     );
     let ns = namespace.to_string();
+    let (forget_pods, forgotten) = PodForgetter::channel();
     let pods = spawn(
         &mut tasks,
         Api::all(client.clone()),
@@ -122,6 +129,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         trigger,
         move |p: Pod| CachedPod::new(p, &ns),
         always,
+        Some(forgotten),
     );
     let config_maps = spawn(
         &mut tasks,
@@ -130,6 +138,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         trigger,
         stripped(strip_meta),
         always,
+        None,
     );
     let pdbs = spawn(
         &mut tasks,
@@ -138,6 +147,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         trigger,
         stripped(strip_meta),
         always,
+        None,
     );
     let caches = Caches {
         nodewrights,
@@ -145,6 +155,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         nodes,
         jobs,
         pods,
+        forget_pods,
         namespace: namespace.to_string(),
         config_maps,
         pdbs,
@@ -174,6 +185,7 @@ fn spawn<K, C, S, F>(
     trigger: &Trigger,
     mut convert: S,
     mut relevant: F,
+    forgotten: Option<Forgotten>,
 ) -> Store<C>
 where
     K: Resource
@@ -196,9 +208,8 @@ where
         .default_backoff()
         .try_filter_map(|event| std::future::ready(Ok(wire::unwrap(event))))
         .map_ok(move |event| map_event(event, &mut convert));
-    let stream = reflector::reflector(writer, events);
     tasks.push(tokio::spawn(async move {
-        drive(stream, move |event| {
+        forget::drive_store(events, writer, forgotten, move |event| {
             let fire = match event {
                 Event::Apply(obj) => relevant(obj),
                 Event::Delete(_) | Event::InitDone => true,
@@ -656,6 +667,7 @@ mod snapshot_tests {
             nodes,
             jobs: reflector::store().0,
             pods,
+            forget_pods: PodForgetter::default(),
             namespace: "nodewright".into(),
             config_maps,
             pdbs: reflector::store().0,
@@ -719,6 +731,7 @@ mod scale {
             nodes,
             jobs: reflector::store().0,
             pods: reflector::store().0,
+            forget_pods: PodForgetter::default(),
             namespace: "nodewright".into(),
             config_maps: reflector::store().0,
             pdbs: reflector::store().0,

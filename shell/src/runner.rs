@@ -211,6 +211,7 @@ impl Runner {
             None => None,
         };
         let report = self.interpreter.apply(&snapshot, &plan).await;
+        self.caches.forget_pods.forget(plan.settled_pods.clone());
         for undecodable in self.caches.undecodable.take_pending() {
             self.interpreter.emit(&undecodable.event()).await;
         }

@@ -231,7 +231,8 @@ fn recorded(n: usize) -> Vec<(Job, Pod)> {
 }
 
 /// Heap per retained executor Job + pod as the caches keep them, typed and stripped (before the
-/// compact records) against compact records, each in a reflector store as the caches do.
+/// compact records) against compact records, each in a reflector store as the caches do, and the
+/// Job alone once its pod is settled and dropped (D28).
 /// Run by hand: `cargo test -p nodewright-shell --test cache_footprint -- --ignored --nocapture compact_record_heap`.
 #[test]
 #[ignore]
@@ -277,4 +278,16 @@ fn compact_record_heap() {
         compact as f64 / typed.max(1) as f64
     );
     assert!(compact < typed);
+    // D28: once settled, the pod leaves its store and the Job alone stays.
+    for (_, p) in &objects {
+        pod_writer.apply_watcher_event(&Event::Delete(CachedPod::new(p.clone(), "nodewright")));
+    }
+    let settled = (in_use() - before) / (jobs.len().max(1));
+    println!(
+        "{} Jobs + {} pods after the settled pods left (D28): {settled} B per settled executor ({:.2}x of compact)",
+        jobs.len(),
+        pods.len(),
+        settled as f64 / compact.max(1) as f64
+    );
+    assert!(settled < compact);
 }

@@ -444,8 +444,29 @@ impl Operator {
             }
             None => {}
         }
-        self.snapshot = Some(snapshot);
+        // A snapshot some of whose pods the cache dropped is taken again for the next pass.
+        let forgot = self.forget_settled(&plan.settled_pods);
+        self.snapshot = (!forgot).then_some(snapshot);
         self.schedule_after(&plan, &report, now);
+    }
+
+    /// D28, as the shell's pod cache does: drops the settled executor pods that are unchanged
+    /// since the snapshot; true when it dropped any.
+    fn forget_settled(&mut self, settled: &[nodewright_core::jobs::SettledPod]) -> bool {
+        let mut forgot = false;
+        for pod in settled {
+            let key = crate::objects::key(Some(&pod.namespace), &pod.name);
+            if self
+                .cache
+                .pods
+                .get(&key)
+                .is_some_and(|p| pod.is_unchanged(&p.metadata))
+            {
+                self.cache.pods.remove(&key);
+                forgot = true;
+            }
+        }
+        forgot
     }
 
     /// Applies effects with the shell's interpreter over the simulated apiserver; returns its

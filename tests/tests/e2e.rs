@@ -15,6 +15,8 @@ mod support;
 
 #[path = "e2e/admission.rs"]
 mod admission;
+#[path = "e2e/cache.rs"]
+mod cache;
 #[path = "e2e/cli_connect.rs"]
 mod cli_connect;
 #[path = "e2e/cli_logs.rs"]

@@ -76,6 +76,7 @@ pub mod outcome;
 pub mod quantity;
 pub mod recipe;
 pub mod record;
+pub mod settled;
 pub mod sweep;
 
 pub use annotation::PackageAnnotation;
@@ -89,6 +90,7 @@ pub use outcome::{
     outcomes_with, record_events,
 };
 pub use recipe::{ExecutorBasis, JobManifest, JobRecipe};
+pub use settled::{SettledPod, settled_pods};
 /// A NodeWright's name (empty when unnamed, which the apiserver never allows).
 pub(crate) fn nw_name(nw: &nodewright_crds::NodeWright) -> &str {
     nw.metadata.name.as_deref().unwrap_or_default()

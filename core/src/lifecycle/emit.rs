@@ -80,6 +80,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     place_events(&mut plan.effects, std::mem::take(&mut ctx.work.events));
     plan.metrics = metrics::collect(&ctx, views);
     plan.errors = std::mem::take(&mut ctx.work.errors);
+    plan.settled_pods = crate::jobs::settled_pods(&ctx.index);
     let wrote = !plan.effects.is_empty();
     plan.requeue_after = Some(if ended || ctx.requeue || wrote {
         SHORT_REQUEUE

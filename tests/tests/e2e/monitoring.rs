@@ -142,7 +142,7 @@ pub fn names(expr: &str) -> (BTreeSet<String>, BTreeSet<String>) {
 }
 
 /// GET `url` (plain `http://host:port/path`) and return the body.
-fn scrape(url: &str) -> Result<String> {
+pub(crate) fn scrape(url: &str) -> Result<String> {
     let rest = url.strip_prefix("http://").context("http URL")?;
     let (host, path) = rest.split_once('/').context("URL path")?;
     let mut s = std::net::TcpStream::connect(host)?;

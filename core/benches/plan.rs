@@ -9,13 +9,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo};
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use nodewright_core::{NodeStateCache, Options, Snapshot, reconcile, reconcile_with};
-use nodewright_crds::{
-    InterruptionBudget, NodeState, NodeWright, NodeWrightSpec, Package, PackageStatus, Stage,
-    State, keys,
-};
+use nodewright_crds::{NodeState, PackageStatus, Stage, State, keys};
+
+mod fleet;
 
 fn main() {
     divan::main();
@@ -27,42 +26,16 @@ fn cluster(nodes: usize, packages: usize) -> Snapshot {
 
 /// `cluster`, with every tenth node in flight (`in_flight`) or every node complete.
 fn cluster_with(nodes: usize, packages: usize, in_flight: bool) -> Snapshot {
-    let mut nw = NodeWright::new(
-        "bench",
-        NodeWrightSpec {
-            priority: 200,
-            interruption_budget: Some(InterruptionBudget {
-                percent: Some(10),
-                count: None,
-            }),
-            ..NodeWrightSpec::default()
-        },
-    );
-    nw.metadata.uid = Some("uid".into());
-    nw.metadata.generation = Some(1);
-    nw.metadata.finalizers = Some(vec![keys::FINALIZER.into()]);
-    for p in 0..packages {
-        let name = format!("pkg{p:02}");
-        nw.spec.packages.insert(
-            name.clone(),
-            Package {
-                name: name.clone(),
-                version: "1.0.0".into(),
-                image: format!("ghcr.io/example/{name}"),
-                ..Package::default()
-            },
-        );
-    }
+    let mut nw = fleet::nodewright("bench", 200, 10, packages);
     let mut status = nodewright_crds::NodeWrightStatus::default();
     for i in 0..nodes {
         status
             .node_boot_ids
-            .insert(format!("node-{i:05}"), "boot".into());
+            .insert(fleet::node_name(i), "boot".into());
     }
     nw.status = Some(status);
     let nodes: Vec<Node> = (0..nodes)
         .map(|i| {
-            let name = format!("node-{i:05}");
             let mut doc = NodeState::default();
             for p in 0..packages {
                 let (stage, state) = if !in_flight || i % 10 != 0 {
@@ -85,29 +58,16 @@ fn cluster_with(nodes: usize, packages: usize, in_flight: bool) -> Snapshot {
             } else {
                 "in_progress"
             };
-            Node {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    creation_timestamp: Some(Time("2025-01-01T00:00:00Z".parse().unwrap())),
-                    labels: Some(BTreeMap::from([(
-                        keys::node_status("bench"),
-                        status.into(),
-                    )])),
-                    annotations: Some(BTreeMap::from([
-                        (keys::node_state("bench"), doc.to_annotation()),
-                        (keys::node_status("bench"), status.into()),
-                    ])),
-                    ..ObjectMeta::default()
-                },
-                spec: Some(NodeSpec::default()),
-                status: Some(NodeStatus {
-                    node_info: Some(NodeSystemInfo {
-                        boot_id: "boot".into(),
-                        ..NodeSystemInfo::default()
-                    }),
-                    ..NodeStatus::default()
-                }),
-            }
+            let mut node = fleet::node(i);
+            node.metadata.labels = Some(BTreeMap::from([(
+                keys::node_status("bench"),
+                status.into(),
+            )]));
+            node.metadata.annotations = Some(BTreeMap::from([
+                (keys::node_state("bench"), doc.to_annotation()),
+                (keys::node_status("bench"), status.into()),
+            ]));
+            node
         })
         .collect();
     Snapshot {
@@ -379,28 +339,37 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
     });
 }
 
+/// The converged pass right after `change` replaced one retained record (a new record, as a
+/// watch event makes): the cache's entry for it is read again before every pass.
+fn converged_pass_after_change(
+    bencher: divan::Bencher,
+    (nodes, packages): (usize, usize),
+    change: impl Fn(&mut Snapshot),
+) {
+    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
+    bencher.bench_local(|| {
+        change(&mut snapshot);
+        cache.update_executors(divan::black_box(&snapshot), &options);
+        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
+    });
+}
+
 /// The converged pass right after one retained Job changed (a new record, as a watch event
 /// makes): the entry of that Job is read again before the pass.
 #[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
-fn plan_converged_pass_job_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
-    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
-    bencher.bench_local(|| {
-        // Replace the first Job's record by an equal copy: the cache no longer answers.
+fn plan_converged_pass_job_changed(bencher: divan::Bencher, size: (usize, usize)) {
+    // Replace the first Job's record by an equal copy: the cache no longer answers.
+    converged_pass_after_change(bencher, size, |snapshot| {
         snapshot.jobs[0] = std::sync::Arc::new((*snapshot.jobs[0]).clone());
-        cache.update_executors(divan::black_box(&snapshot), &options);
-        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
     });
 }
 
 /// The converged pass right after one retained executor pod changed (a new record, as a watch
 /// event makes): the entry of its Job is read again before the pass.
 #[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
-fn plan_converged_pass_pod_changed(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
-    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
-    bencher.bench_local(|| {
-        // Replace the first pod's record by an equal copy: the cache no longer answers.
+fn plan_converged_pass_pod_changed(bencher: divan::Bencher, size: (usize, usize)) {
+    // Replace the first pod's record by an equal copy: the cache no longer answers.
+    converged_pass_after_change(bencher, size, |snapshot| {
         snapshot.executor_pods[0] = std::sync::Arc::new((*snapshot.executor_pods[0]).clone());
-        cache.update_executors(divan::black_box(&snapshot), &options);
-        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
     });
 }

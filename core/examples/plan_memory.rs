@@ -7,10 +7,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-use k8s_openapi::api::core::v1::{Node, NodeSpec, NodeStatus, NodeSystemInfo};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use nodewright_core::{Effect, Options, Snapshot, reconcile, shared};
-use nodewright_crds::{InterruptionBudget, NodeWright, NodeWrightSpec, Package, keys};
+
+#[path = "../benches/fleet/mod.rs"]
+mod fleet;
 
 /// The system allocator, counting the bytes live.
 struct Counting;
@@ -34,50 +34,12 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-fn fleet(nodes: usize) -> Snapshot {
-    let mut nw = NodeWright::new(
-        "scale",
-        NodeWrightSpec {
-            interruption_budget: Some(InterruptionBudget {
-                percent: Some(20),
-                count: None,
-            }),
-            ..NodeWrightSpec::default()
-        },
-    );
-    nw.metadata.uid = Some("uid".into());
-    nw.metadata.generation = Some(1);
-    nw.metadata.finalizers = Some(vec![keys::FINALIZER.into()]);
-    for p in 0..5 {
-        let name = format!("pkg{p:02}");
-        let image = format!("ghcr.io/example/{name}");
-        let version = "1.0.0".to_string();
-        let package = Package {
-            name: name.clone(),
-            version,
-            image,
-            ..Package::default()
-        };
-        nw.spec.packages.insert(name, package);
-    }
-    let node = |i: usize| Node {
-        metadata: ObjectMeta {
-            name: Some(format!("node-{i:05}")),
-            creation_timestamp: Some(Time("2025-01-01T00:00:00Z".parse().unwrap())),
-            ..ObjectMeta::default()
-        },
-        spec: Some(NodeSpec::default()),
-        status: Some(NodeStatus {
-            node_info: Some(NodeSystemInfo {
-                boot_id: "boot".into(),
-                ..Default::default()
-            }),
-            ..NodeStatus::default()
-        }),
-    };
+/// The scale harness's fleet: NodeWright `scale` (priority 0, the derived
+/// `NodeWrightSpec::default()`'s), 20 % budget, 5 packages, and `nodes` fresh nodes.
+fn scale_fleet(nodes: usize) -> Snapshot {
     Snapshot {
-        nodewrights: shared([nw]),
-        nodes: shared((0..nodes).map(node)),
+        nodewrights: shared([fleet::nodewright("scale", 0, 20, 5)]),
+        nodes: shared((0..nodes).map(fleet::node)),
         ..Snapshot::default()
     }
 }
@@ -87,7 +49,7 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000);
-    let mut snapshot = fleet(nodes);
+    let mut snapshot = scale_fleet(nodes);
     let options = Options::default();
     let now = "2026-01-01T00:00:00Z".parse().unwrap();
     // The first pass writes the statuses; the second selects the first batch and starts it.

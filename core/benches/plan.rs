@@ -3,7 +3,8 @@
 //! flight; boot ids already recorded so the pass runs through introspection.
 //!
 //! A converged case (`plan_converged_pass`) has every node complete for every package and
-//! the finished executor Jobs and pods of the whole rollout retained (default 1 h Job TTL).
+//! the finished executor Jobs and pods of the whole rollout retained (default 1 h Job TTL);
+//! `plan_converged_pass_settled_dropped` is that pass once the settled pods left the cache (D28).
 //!
 //! Run: `cargo bench -p nodewright-core --bench plan`
 
@@ -337,6 +338,31 @@ fn plan_converged_pass(bencher: divan::Bencher, (nodes, packages): (usize, usize
         cache.update_executors(divan::black_box(&snapshot), &options);
         reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
     });
+}
+
+/// The converged pass as the operator runs it since D28: the executor pods the first pass
+/// reports settled have left the cache, only the finished Jobs are retained.
+#[divan::bench(args = [(1_000, 5), (10_000, 5)], sample_count = 5, sample_size = 1)]
+fn plan_converged_pass_settled_dropped(bencher: divan::Bencher, (nodes, packages): (usize, usize)) {
+    let (mut snapshot, options, mut cache, now) = converged(nodes, packages);
+    let settled = reconcile_with(&snapshot, &options, now, &cache).settled_pods;
+    let gone: std::collections::HashSet<&str> = settled.iter().map(|p| p.uid.as_str()).collect();
+    // Every retained pod is settled; they are moved out of the snapshot but kept alive until the
+    // end, so that freeing 100,000 records does not leave the allocator fragmented for the timing.
+    let held = std::mem::take(&mut snapshot.executor_pods);
+    assert!(
+        held.iter()
+            .all(|p| gone.contains(p.metadata.uid.as_deref().unwrap_or_default())),
+        "a retained pod is not settled"
+    );
+    cache.update_executors(&snapshot, &options);
+    let plan = reconcile_with(&snapshot, &options, now, &cache);
+    assert!(plan.effects.is_empty(), "not converged: {:?}", plan.effects);
+    bencher.bench_local(|| {
+        cache.update_executors(divan::black_box(&snapshot), &options);
+        reconcile_with(divan::black_box(&snapshot), &options, now, &cache)
+    });
+    drop(held);
 }
 
 /// The converged pass right after `change` replaced one retained record (a new record, as a

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -346,10 +346,9 @@ where
     let trigger = trigger.clone();
     let raw = watcher(api, config).default_backoff();
     let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone())
-        .modify(strip_meta)
-        .reflect(writer);
+        .modify(strip_meta);
     tasks.push(tokio::spawn(async move {
-        drive(stream, move |event| {
+        forget::drive_store(stream, writer, None, move |event| {
             if !matches!(event, Event::Init | Event::InitApply(_)) {
                 trigger.fire();
             }
@@ -357,20 +356,6 @@ where
         .await;
     }));
     reader
-}
-
-async fn drive<K, St, F>(stream: St, mut on_event: F)
-where
-    St: Stream<Item = Result<Event<K>, watcher::Error>>,
-    F: FnMut(&Event<K>),
-{
-    let mut stream = std::pin::pin!(stream);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => on_event(&event),
-            Err(e) => warn!(error = %e, "watch error (retrying with backoff)"),
-        }
-    }
 }
 
 /// Drops managedFields, which the operator never reads.

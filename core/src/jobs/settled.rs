@@ -68,7 +68,11 @@ impl SettledPod {
         &self,
         meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     ) -> bool {
-        meta.uid.as_deref() == Some(self.uid.as_str())
-            && meta.resource_version.as_deref() == Some(self.resource_version.as_str())
+        self.is_version(meta.uid.as_deref(), meta.resource_version.as_deref())
+    }
+
+    /// Whether an object of this `uid` and `resource_version` is this pod as the pass saw it.
+    pub fn is_version(&self, uid: Option<&str>, resource_version: Option<&str>) -> bool {
+        uid == Some(self.uid.as_str()) && resource_version == Some(self.resource_version.as_str())
     }
 }

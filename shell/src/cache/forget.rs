@@ -82,8 +82,7 @@ where
     for pod in pods {
         let key = ObjectRef::<C>::new(&pod.name).within(&pod.namespace);
         if let Some(held) = reader.get(&key)
-            && held.uid().as_deref() == Some(pod.uid.as_str())
-            && held.resource_version().as_deref() == Some(pod.resource_version.as_str())
+            && pod.is_version(held.uid().as_deref(), held.resource_version().as_deref())
         {
             writer.apply_watcher_event(&Event::Delete((*held).clone()));
             dropped += 1;

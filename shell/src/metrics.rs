@@ -343,6 +343,13 @@ mod tests {
         ] {
             assert!(text.contains(&format!("\n{name} ")), "{name}: {text}");
         }
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        for name in [
+            "nodewright_operator_heap_in_use_bytes",
+            "nodewright_operator_heap_free_bytes",
+        ] {
+            assert!(text.contains(&format!("\n{name} ")), "{name}: {text}");
+        }
     }
 
     #[test]

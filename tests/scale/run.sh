@@ -258,19 +258,23 @@ cpu_all() { # "operator apiserver etcd kcm kwok" CPU seconds
   for n in kube-apiserver etcd kube-controller-manager kwok; do c+=" $(cpu_s "$(pid_of "$n")")"; done
   echo "$c"
 }
-printf 't_s\tphase\trss_mib\thwm_mib\tpasses\tpass_sum_s\tcomplete\tstatus\tjobs_cached\tpods_cached\n' > "$OUT/samples.tsv"
+mib_or_dash() { # bytes (possibly in exponent form) -> MiB with one decimal, or - when absent
+  [ -n "$1" ] && awk -v b="$1" 'BEGIN {printf "%.1f", b / 1048576}' || echo -
+}
+printf 't_s\tphase\trss_mib\thwm_mib\tpasses\tpass_sum_s\tcomplete\tstatus\tjobs_cached\tpods_cached\theap_mib\theap_free_mib\n' > "$OUT/samples.tsv"
 sample() { # phase t0 -> prints rss_mib
-  local phase=$1 since=$2 rss hwm st comp jobs pods
+  local phase=$1 since=$2 rss hwm st comp jobs pods heap free
   curl -fsS --max-time 5 "http://127.0.0.1:$MPORT/metrics" > "$OUT/metrics.txt" 2>/dev/null || : > "$OUT/metrics.txt"
   rss=$(kib VmRSS); hwm=$(kib VmHWM)
   st=$(kc get "$CR_KIND" scale -o jsonpath='{.status.status}|{.status.completeNodes}' 2>/dev/null || echo '|')
   jobs=$(awk '$1 ~ /^nodewright_operator_cache_objects\{kind="job"\}/ {print $2}' "$OUT/metrics.txt")
   pods=$(awk '$1 ~ /^nodewright_operator_cache_objects\{kind="pod"\}/ {print $2}' "$OUT/metrics.txt")
+  heap=$(metric nodewright_operator_heap_in_use_bytes); free=$(metric nodewright_operator_heap_free_bytes)
   comp=${st#*|}; st=${st%%|*}
-  printf '%.0f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(echo "$(date +%s.%N) - $since" | bc)" "$phase" \
+  printf '%.0f\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(echo "$(date +%s.%N) - $since" | bc)" "$phase" \
     "$(echo "$rss / 1024" | bc -l)" "$(echo "$hwm / 1024" | bc -l)" \
     "$(metric nodewright_operator_passes_total)" "$(metric nodewright_operator_pass_duration_seconds_sum)" \
-    "${comp:--}" "${st:--}" "${jobs:--}" "${pods:--}" >> "$OUT/samples.tsv"
+    "${comp:--}" "${st:--}" "${jobs:--}" "${pods:--}" "$(mib_or_dash "$heap")" "$(mib_or_dash "$free")" >> "$OUT/samples.tsv"
   LAST_STATUS=$st
 }
 sleep 3
@@ -317,7 +321,7 @@ while [ "$SEL" = true ]; do
   if [ "$(echo "$(date +%s.%N) - $t_apply > $TIMEOUT" | bc)" = 1 ]; then
     scale_say "not complete after ${TIMEOUT}s"; break
   fi
-  tail -n 1 "$OUT/samples.tsv" | awk -F'\t' '{printf "[scale] t=%ss rss=%s MiB hwm=%s MiB passes=%s complete=%s status=%s jobs=%s\n", $1, $3, $4, $5, $7, $8, $9}' >&2
+  tail -n 1 "$OUT/samples.tsv" | awk -F'\t' '{printf "[scale] t=%ss rss=%s MiB hwm=%s MiB passes=%s complete=%s status=%s jobs=%s heap=%s MiB\n", $1, $3, $4, $5, $7, $8, $9, $11}' >&2
   sleep "$SAMPLE"
 done
 cpu_after=$(cpu_all)

@@ -4,7 +4,8 @@
 //! uses one arena unless `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` says otherwise ([`limit_arenas`]),
 //! and `malloc_trim(0)` releases the free pages in the middle of the heap every [`PERIOD`], so the
 //! resident memory follows what the caches hold instead of the highest it has been
-//! (docs/performance.md, "Executor slimming").
+//! (docs/performance.md, "Executor slimming"). Blocks of [`MMAP_THRESHOLD`] and more are mapped on
+//! their own ([`pin_mmap_threshold`]).
 
 use std::time::Duration;
 
@@ -50,6 +51,31 @@ pub fn limit_arenas() -> bool {
     unsafe { libc::mallopt(libc::M_ARENA_MAX, ARENAS) == 1 }
 }
 
+/// Allocations of at least this many bytes get a mapping of their own, returned when freed.
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
+
+/// Pins glibc's mmap threshold at [`MMAP_THRESHOLD`] unless `MALLOC_MMAP_THRESHOLD_` or
+/// `GLIBC_TUNABLES` is set; true when it was pinned. Left to itself glibc raises the threshold to
+/// the size of every mapped block freed (up to 32 MiB), after which large short-lived buffers
+/// (list pages, a pass's vectors, a cache table being regrown) are carved from the heap between
+/// long-lived cache records and leave holes the trim cannot return.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn pin_mmap_threshold() -> bool {
+    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+        || std::env::var_os("GLIBC_TUNABLES").is_some()
+    {
+        return false;
+    }
+    // SAFETY: glibc's mallopt takes two integers; M_MMAP_THRESHOLD only affects future blocks.
+    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 }
+}
+
+/// Pins the mmap threshold; a no-op without glibc.
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn pin_mmap_threshold() -> bool {
+    false
+}
+
 /// Limits malloc arenas; a no-op without glibc.
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn limit_arenas() -> bool {
@@ -79,5 +105,13 @@ mod tests {
             || std::env::var_os("GLIBC_TUNABLES").is_some();
         let glibc = cfg!(all(target_os = "linux", target_env = "gnu"));
         assert_eq!(limit_arenas(), glibc && !env_set);
+    }
+
+    #[test]
+    fn mmap_threshold_is_pinned_unless_the_environment_sets_one() {
+        let env_set = std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
+            || std::env::var_os("GLIBC_TUNABLES").is_some();
+        let glibc = cfg!(all(target_os = "linux", target_env = "gnu"));
+        assert_eq!(pin_mmap_threshold(), glibc && !env_set);
     }
 }

@@ -4,6 +4,7 @@
 fn main() -> std::process::ExitCode {
     // Before any thread exists (docs/performance.md, "Executor slimming").
     nodewright_shell::trim::limit_arenas();
+    nodewright_shell::trim::pin_mmap_threshold();
     if std::env::args().nth(1).as_deref() == Some("cleanup") {
         return nodewright_shell::cleanup::main();
     }

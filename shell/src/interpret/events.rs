@@ -20,11 +20,22 @@ pub const REPORTING_CONTROLLER: &str = "nodewright.nvidia.com/operator";
 /// Identical events within this window are emitted once.
 const DEDUP_WINDOW: Duration = Duration::from_secs(300);
 
+/// Expired keys are forgotten at most this often, so a burst of events costs time linear in its
+/// size (a rollout over thousands of nodes emits thousands within one window).
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
 /// Emits Events; failures are logged, never fatal. Clones share the de-duplication memory.
 #[derive(Clone, Debug, Default)]
 pub struct EventRecorder {
     instance: String,
-    recent: Arc<Mutex<HashMap<String, Duration>>>,
+    recent: Arc<Mutex<Recent>>,
+}
+
+/// When each event key was last emitted, and when expired keys were last forgotten.
+#[derive(Debug, Default)]
+struct Recent {
+    at: HashMap<String, Duration>,
+    pruned: Duration,
 }
 
 impl EventRecorder {
@@ -40,12 +51,27 @@ impl EventRecorder {
     fn first_recently(&self, key: String, now: Duration) -> bool {
         // A poisoned lock only means another emitter panicked; the map is still usable.
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
-        recent.retain(|_, at| now.saturating_sub(*at) < DEDUP_WINDOW);
-        if recent.contains_key(&key) {
+        if now.saturating_sub(recent.pruned) >= PRUNE_EVERY {
+            recent
+                .at
+                .retain(|_, at| now.saturating_sub(*at) < DEDUP_WINDOW);
+            recent.pruned = now;
+        }
+        if recent
+            .at
+            .get(&key)
+            .is_some_and(|at| now.saturating_sub(*at) < DEDUP_WINDOW)
+        {
             return false;
         }
-        recent.insert(key, now);
+        recent.at.insert(key, now);
         true
+    }
+
+    /// Keys remembered for de-duplication.
+    #[cfg(test)]
+    fn remembered(&self) -> usize {
+        self.recent.lock().map_or(0, |r| r.at.len())
     }
 }
 
@@ -153,4 +179,36 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn an_event_repeats_only_after_the_window() {
+        let r = EventRecorder::new("op");
+        assert!(r.first_recently("a".into(), secs(1000)));
+        // This call prunes; "a" is still inside the window and stays remembered.
+        assert!(!r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW - secs(1)));
+        // Within PRUNE_EVERY of that prune "a" is still in the map, yet expired: emitted again.
+        assert!(r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW));
+        assert!(!r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW + secs(1)));
+    }
+
+    #[test]
+    fn expired_keys_are_forgotten_in_bulk() {
+        let r = EventRecorder::new("op");
+        for i in 0..5_000u64 {
+            assert!(r.first_recently(format!("k{i}"), secs(1000) + Duration::from_millis(i)));
+        }
+        assert_eq!(r.remembered(), 5_000);
+        // One key after the window: the next prune forgets all 5,000.
+        assert!(r.first_recently("late".into(), secs(1000) + DEDUP_WINDOW + secs(6)));
+        assert_eq!(r.remembered(), 1);
+    }
 }

@@ -106,6 +106,13 @@ clean_operator_objects() {
     kc annotate nodes -l nodewright.test/scale=true "$k-" >/dev/null 2>&1 || true
   done
   kc uncordon -l nodewright.test/scale=true >/dev/null 2>&1 || true
+  # Its node conditions (<prefix><name>/NotReady, .../Erroring) live in the nodes' status: each
+  # node's status is replaced without its resourceVersion (a heartbeat in between cannot
+  # conflict), so the next operator starts from the nodes this run started from.
+  kc get nodes -l nodewright.test/scale=true -o json \
+    | jq --arg p "$prefix" '.items |= map(del(.metadata.resourceVersion, .metadata.managedFields)
+        | .status.conditions |= map(select(.type | startswith($p) | not)))' \
+    | kc replace --subresource=status -f - >/dev/null 2>&1 || scale_say "node conditions not cleaned"
   for _ in $(seq 1 300); do
     [ "$(kc -n "$OP_NS" get pods -o name 2>/dev/null | wc -l)" = 0 ] && break; sleep 1
   done
@@ -340,7 +347,8 @@ while [ "$(echo "$(date +%s.%N) - $t_idle < $IDLE" | bc)" = 1 ]; do
   kc annotate "$CR_KIND" scale "scale.nodewright.test/poke=$poke" --overwrite >/dev/null
   sleep "$SAMPLE"; sample idle "$t_idle"
 done
-rss_idle=$(kib VmRSS); hwm_final=$(kib VmHWM)
+rss_idle=$(kib VmRSS); hwm_final=$(kib VmHWM); rss_file_idle=$(kib RssFile)
+heap_idle=$(metric nodewright_operator_heap_in_use_bytes)
 cpu_end=$(cpu_all)
 t_end=$(date +%s.%N)
 kill "$WATCH_PID" 2>/dev/null; WATCH_PID=
@@ -374,9 +382,9 @@ done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo -)
 summary=$(printf 'operator=%s commit=%s kcm_qps=%s load=%s %s requests(%s: total=%s %s; kcm total=%s) idle_cpu_s(operator/apiserver/etcd/kcm/kwok)=%s ' \
-  "$IMPL" "$commit" "$kcm_qps" "${load// //}" "$stage_stats" "$AGENT" "${req_total:--}" "${req_verbs%,}" "${req_kcm:--}" "${cpu_idle% }")$(printf 'nodes=%s packages=%s budget=%s%% up=%.0fs nodes_ready=%.0fs converge_s=%s passes=%s peak_rss=%sMiB rss_per_node=%sMiB peak_incl_idle=%sMiB synced_rss=%sMiB idle_rss=%sMiB idle_per_node=%sMiB go_chart_request=%sMiB go_chart_limit=%sMiB pass_ms(median/max/n)=%s/%s/%s plan_ms(median/max)=%s/%s idle_plan_ms(median/max/n)=%s/%s/%s cpu_s(operator/apiserver/etcd/kcm/kwok)=%s' \
+  "$IMPL" "$commit" "$kcm_qps" "${load// //}" "$stage_stats" "$AGENT" "${req_total:--}" "${req_verbs%,}" "${req_kcm:--}" "${cpu_idle% }")$(printf 'nodes=%s packages=%s budget=%s%% up=%.0fs nodes_ready=%.0fs converge_s=%s passes=%s peak_rss=%sMiB rss_per_node=%sMiB peak_incl_idle=%sMiB synced_rss=%sMiB idle_rss=%sMiB idle_rss_file=%sMiB idle_heap_in_use=%sMiB idle_per_node=%sMiB go_chart_request=%sMiB go_chart_limit=%sMiB pass_ms(median/max/n)=%s/%s/%s plan_ms(median/max)=%s/%s idle_plan_ms(median/max/n)=%s/%s/%s cpu_s(operator/apiserver/etcd/kcm/kwok)=%s' \
   "$NODES" "$PACKAGES" "$PERCENT" "$up_s" "$ready_s" "$converge_s" "$passes_rollout" \
-  "$(mib "$hwm_rollout")" "$(per_node "$hwm_rollout")" "$(mib "$hwm_final")" "$(mib "$rss_synced")" "$(mib "$rss_idle")" "$(per_node "$rss_idle")" \
+  "$(mib "$hwm_rollout")" "$(per_node "$hwm_rollout")" "$(mib "$hwm_final")" "$(mib "$rss_synced")" "$(mib "$rss_idle")" "$(mib "$rss_file_idle")" "$(mib_or_dash "$heap_idle")" "$(per_node "$rss_idle")" \
   "$go_req" "$go_lim" "$took_med" "$took_max" "$took_n" "$plan_med" "$plan_max" "$iplan_med" "$iplan_max" "$iplan_n" \
   "${cpu_delta% }")
 echo "$summary" > "$OUT/summary.txt"

@@ -67,12 +67,6 @@ impl EventRecorder {
         recent.at.insert(key, now);
         true
     }
-
-    /// Keys remembered for de-duplication.
-    #[cfg(test)]
-    fn remembered(&self) -> usize {
-        self.recent.lock().map_or(0, |r| r.at.len())
-    }
 }
 
 impl<P: ClusterPort> Interpreter<P> {
@@ -189,6 +183,11 @@ mod tests {
         Duration::from_secs(s)
     }
 
+    /// Keys remembered for de-duplication.
+    fn remembered(r: &EventRecorder) -> usize {
+        r.recent.lock().map_or(0, |g| g.at.len())
+    }
+
     #[test]
     fn an_event_repeats_only_after_the_window() {
         let r = EventRecorder::new("op");
@@ -206,9 +205,9 @@ mod tests {
         for i in 0..5_000u64 {
             assert!(r.first_recently(format!("k{i}"), secs(1000) + Duration::from_millis(i)));
         }
-        assert_eq!(r.remembered(), 5_000);
+        assert_eq!(remembered(&r), 5_000);
         // One key after the window: the next prune forgets all 5,000.
         assert!(r.first_recently("late".into(), secs(1000) + DEDUP_WINDOW + secs(6)));
-        assert_eq!(r.remembered(), 1);
+        assert_eq!(remembered(&r), 1);
     }
 }

@@ -38,21 +38,27 @@ pub async fn run(period: Duration, mut shutdown: watch::Receiver<bool>) {
 /// Arenas glibc malloc may use unless the environment sets its own limit.
 pub const ARENAS: i32 = 1;
 
+/// Allocations of at least this many bytes get a mapping of their own, returned when freed.
+pub const MMAP_THRESHOLD: i32 = 128 * 1024;
+
+/// Sets malloc parameter `param` to `value` unless the variable `env` or `GLIBC_TUNABLES` is set;
+/// true when it was set.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn set_unless_env(env: &str, param: libc::c_int, value: libc::c_int) -> bool {
+    if std::env::var_os(env).is_some() || std::env::var_os("GLIBC_TUNABLES").is_some() {
+        return false;
+    }
+    // SAFETY: glibc's mallopt takes two integers; both parameters used here only affect
+    // future allocations.
+    unsafe { libc::mallopt(param, value) == 1 }
+}
+
 /// Limits glibc malloc to [`ARENAS`] arenas unless `MALLOC_ARENA_MAX` or `GLIBC_TUNABLES` is set.
 /// Call it first thing in `main`, before any thread starts; true when the limit was set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn limit_arenas() -> bool {
-    if std::env::var_os("MALLOC_ARENA_MAX").is_some()
-        || std::env::var_os("GLIBC_TUNABLES").is_some()
-    {
-        return false;
-    }
-    // SAFETY: glibc's mallopt takes two integers; M_ARENA_MAX only bounds future arenas.
-    unsafe { libc::mallopt(libc::M_ARENA_MAX, ARENAS) == 1 }
+    set_unless_env("MALLOC_ARENA_MAX", libc::M_ARENA_MAX, ARENAS)
 }
-
-/// Allocations of at least this many bytes get a mapping of their own, returned when freed.
-pub const MMAP_THRESHOLD: i32 = 128 * 1024;
 
 /// Pins glibc's mmap threshold at [`MMAP_THRESHOLD`] unless `MALLOC_MMAP_THRESHOLD_` or
 /// `GLIBC_TUNABLES` is set; true when it was pinned. Left to itself glibc raises the threshold to
@@ -61,13 +67,11 @@ pub const MMAP_THRESHOLD: i32 = 128 * 1024;
 /// long-lived cache records and leave holes the trim cannot return.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn pin_mmap_threshold() -> bool {
-    if std::env::var_os("MALLOC_MMAP_THRESHOLD_").is_some()
-        || std::env::var_os("GLIBC_TUNABLES").is_some()
-    {
-        return false;
-    }
-    // SAFETY: glibc's mallopt takes two integers; M_MMAP_THRESHOLD only affects future blocks.
-    unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 }
+    set_unless_env(
+        "MALLOC_MMAP_THRESHOLD_",
+        libc::M_MMAP_THRESHOLD,
+        MMAP_THRESHOLD,
+    )
 }
 
 /// Pins the mmap threshold; a no-op without glibc.

@@ -98,13 +98,14 @@ fn one(
     }
 }
 
-/// What glibc malloc holds, over all arenas: bytes handed out to the program and bytes freed but
-/// kept by the allocator (what `malloc_trim` could not return).
+/// What glibc malloc holds, over all arenas: bytes handed out to the program, and bytes freed and
+/// kept in the allocator's free lists (an upper bound on what that costs in RSS: `malloc_trim` may
+/// already have returned some of their pages).
 #[derive(Debug, Default, PartialEq)]
 pub struct HeapStats {
     /// Bytes in use by the program (heap chunks and mmapped blocks).
     pub in_use_bytes: f64,
-    /// Free bytes the allocator keeps in its heaps.
+    /// Free bytes in the allocator's heaps.
     pub free_bytes: f64,
 }
 

@@ -18,7 +18,9 @@ pub use node_keys::NodeKeys;
 pub use options::{Options, OptionsError};
 pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
-pub use slim::{SlimContainerStatus, SlimJob, SlimPod, SlimPodStatus};
+pub use slim::{
+    Identity, Interner, SlimContainerStatus, SlimJob, SlimMeta, SlimPod, SlimPodStatus, Tags,
+};
 pub use snapshot::{ClusterInfo, Snapshot, shared};
 
 pub mod jobs;

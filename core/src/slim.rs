@@ -6,6 +6,10 @@
 //! (`metadata`, `spec.suspend`, `spec.template.spec.nodeName`, `status.conditions`, ...) and
 //! nothing else, so a retained Job + pod costs about a quarter of the fixed size. The shell's
 //! caches and the simulator build them from the (stripped) typed objects with `From`.
+//!
+//! A Job record's metadata is a [`SlimMeta`]: its labels and annotations are shared strings
+//! ([`Tags`]), so the thousands of retained Jobs that carry the same NodeWright, package, stage
+//! and package annotation hold one copy of each text when built through an [`Interner`].
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{
@@ -14,13 +18,17 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
+pub use meta::{Identity, Interner, SlimMeta, Tags};
+
+mod meta;
+
 /// An executor Job as the core reads it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimJob {
-    /// The Job's metadata.
+    /// What the core reads of the Job's metadata.
     #[serde(default)]
-    pub metadata: ObjectMeta,
+    pub metadata: SlimMeta,
     /// What the core reads of `spec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SlimJobSpec>,
@@ -74,8 +82,15 @@ pub struct SlimTemplateSpec {
 
 impl From<Job> for SlimJob {
     fn from(job: Job) -> Self {
+        SlimJob::new(job, &mut Interner::default())
+    }
+}
+
+impl SlimJob {
+    /// The record of `job`, its label and annotation texts shared through `interner`.
+    pub fn new(job: Job, interner: &mut Interner) -> Self {
         SlimJob {
-            metadata: job.metadata,
+            metadata: SlimMeta::new(job.metadata, interner),
             spec: job.spec.map(|spec| SlimJobSpec {
                 suspend: spec.suspend,
                 active_deadline_seconds: spec.active_deadline_seconds,
@@ -209,7 +224,7 @@ impl From<&SlimJob> for Job {
         use k8s_openapi::api::batch::v1::JobSpec;
         use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
         Job {
-            metadata: job.metadata.clone(),
+            metadata: ObjectMeta::from(&job.metadata),
             spec: job.spec.as_ref().map(|spec| JobSpec {
                 suspend: spec.suspend,
                 active_deadline_seconds: spec.active_deadline_seconds,

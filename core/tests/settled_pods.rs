@@ -16,8 +16,8 @@ use nodewright_crds::keys;
 fn pod_of(job: &SlimJob, phase: &str, n: usize) -> SlimPod {
     let mut labels: BTreeMap<String, String> = BTreeMap::new();
     for key in [keys::LABEL_NAME, keys::PACKAGE] {
-        if let Some(v) = job.metadata.labels.as_ref().and_then(|l| l.get(key)) {
-            labels.insert(key.to_string(), v.clone());
+        if let Some(v) = job.metadata.label(key) {
+            labels.insert(key.to_string(), v.to_string());
         }
     }
     let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -119,7 +119,7 @@ fn d28_running_terminating_or_unrecorded_pods_are_not_settled() {
     second
         .metadata
         .annotations
-        .get_or_insert_with(BTreeMap::new)
+        .get_or_insert_with(Default::default)
         .remove(keys::STATE_RECORDED);
     let second_uid = second.metadata.uid.clone().unwrap_or_default();
     let plan = pass(&s);

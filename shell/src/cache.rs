@@ -23,7 +23,7 @@ use kube::runtime::reflector::{self, Lookup, Store};
 use kube::runtime::watcher::watcher;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
-use nodewright_core::{ClusterInfo, SlimJob, SlimPod, Snapshot};
+use nodewright_core::{ClusterInfo, Identity, Interner, SlimJob, SlimPod, Snapshot};
 use nodewright_crds::{DeploymentPolicy, NodeWright, keys};
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
@@ -116,7 +116,11 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::namespaced(client.clone(), namespace),
         labelled,
         trigger,
-        CachedJob::new,
+        {
+            // One interner per cache: the Jobs of a rollout share their label texts.
+            let mut interner = Interner::default();
+            move |job: Job| CachedJob::interned(job, &mut interner)
+        },
         always,
         None,
     );
@@ -242,9 +246,15 @@ pub struct CachedJob(pub Arc<SlimJob>);
 
 impl CachedJob {
     /// Strips `job` and keeps its compact record.
-    pub fn new(mut job: Job) -> Self {
+    pub fn new(job: Job) -> Self {
+        Self::interned(job, &mut Interner::default())
+    }
+
+    /// Strips `job` and keeps its compact record, its label and annotation texts shared with
+    /// the other records built through `interner`.
+    pub fn interned(mut job: Job, interner: &mut Interner) -> Self {
         slim::strip_job(&mut job);
-        CachedJob(Arc::new(SlimJob::from(job)))
+        CachedJob(Arc::new(SlimJob::new(job, interner)))
     }
 }
 
@@ -278,6 +288,11 @@ impl CachedPod {
     }
 }
 
+/// The metadata of a cached object, read by `meta`.
+fn meta_of<'a, T, M: Identity + 'a>(object: &'a T, meta: fn(&'a T) -> &'a M) -> &'a M {
+    meta(object)
+}
+
 /// The reflector's view of an object: its kind and identity from `metadata`.
 macro_rules! lookup {
     ($type:ty, $group:literal, $version:literal, $kind:literal, $plural:literal, $meta:expr) => {
@@ -301,23 +316,19 @@ macro_rules! lookup {
             }
 
             fn name(&self) -> Option<Cow<'_, str>> {
-                let meta: fn(&Self) -> &ObjectMeta = $meta;
-                meta(self).name.as_deref().map(Cow::Borrowed)
+                Identity::name(meta_of(self, $meta)).map(Cow::Borrowed)
             }
 
             fn namespace(&self) -> Option<Cow<'_, str>> {
-                let meta: fn(&Self) -> &ObjectMeta = $meta;
-                meta(self).namespace.as_deref().map(Cow::Borrowed)
+                Identity::namespace(meta_of(self, $meta)).map(Cow::Borrowed)
             }
 
             fn resource_version(&self) -> Option<Cow<'_, str>> {
-                let meta: fn(&Self) -> &ObjectMeta = $meta;
-                meta(self).resource_version.as_deref().map(Cow::Borrowed)
+                Identity::resource_version(meta_of(self, $meta)).map(Cow::Borrowed)
             }
 
             fn uid(&self) -> Option<Cow<'_, str>> {
-                let meta: fn(&Self) -> &ObjectMeta = $meta;
-                meta(self).uid.as_deref().map(Cow::Borrowed)
+                Identity::uid(meta_of(self, $meta)).map(Cow::Borrowed)
             }
         }
     };

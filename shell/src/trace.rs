@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewright_core::Effect;
+use nodewright_core::Identity;
 use nodewright_core::{Plan, Snapshot};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -371,14 +371,11 @@ impl TraceRecorder {
     }
 }
 
-fn key_of(kind: &'static str, m: &ObjectMeta) -> (Key, String) {
+fn key_of(kind: &'static str, m: &impl Identity) -> (Key, String) {
+    let owned = |s: Option<&str>| s.unwrap_or_default().to_string();
     (
-        (
-            kind,
-            m.namespace.clone().unwrap_or_default(),
-            m.name.clone().unwrap_or_default(),
-        ),
-        m.resource_version.clone().unwrap_or_default(),
+        (kind, owned(m.namespace()), owned(m.name())),
+        owned(m.resource_version()),
     )
 }
 

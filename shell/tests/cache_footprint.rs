@@ -266,8 +266,11 @@ fn compact_record_heap() {
     let before = in_use();
     let (jobs, mut job_writer) = store::<CachedJob>();
     let (pods, mut pod_writer) = store::<CachedPod>();
+    // One interner for the store, as the Job cache keeps.
+    let mut interner = nodewright_core::Interner::default();
     for (j, p) in &objects {
-        job_writer.apply_watcher_event(&Event::Apply(CachedJob::new(j.clone())));
+        let job = CachedJob::interned(j.clone(), &mut interner);
+        job_writer.apply_watcher_event(&Event::Apply(job));
         pod_writer.apply_watcher_event(&Event::Apply(CachedPod::new(p.clone(), "nodewright")));
     }
     let compact = (in_use() - before) / (jobs.len().max(1));

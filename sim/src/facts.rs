@@ -3,25 +3,52 @@
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use nodewright_core::SlimJob;
+use nodewright_core::{SlimJob, SlimMeta};
 use nodewright_crds::{NodeState, NodeWright, keys};
 
 /// The parts of a Job the facts read: from a stored [`Job`] or a snapshot's [`SlimJob`].
 pub trait JobLike {
-    /// The Job's metadata.
-    fn meta(&self) -> &ObjectMeta;
+    /// A label value.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// An annotation value.
+    fn annotation(&self, key: &str) -> Option<&str>;
+    /// The Job has a deletion timestamp.
+    fn deleting(&self) -> bool;
     /// The Job's status.
     fn job_status(&self) -> Option<&JobStatus>;
     /// The template's `nodeName`.
     fn template_node(&self) -> Option<&str>;
 }
 
+/// A label (`true`) or annotation of typed metadata.
+fn typed_tag<'a>(m: &'a ObjectMeta, is_label: bool, key: &str) -> Option<&'a str> {
+    let map = if is_label { &m.labels } else { &m.annotations };
+    map.as_ref()?.get(key).map(String::as_str)
+}
+
+/// A label (`true`) or annotation of a record's metadata.
+fn slim_tag<'a>(m: &'a SlimMeta, is_label: bool, key: &str) -> Option<&'a str> {
+    if is_label {
+        m.label(key)
+    } else {
+        m.annotation(key)
+    }
+}
+
 // One body for both forms: the record keeps the Job's field paths.
 macro_rules! joblike_impls {
-    ($($t:ty),+) => {$(
+    ($($t:ty => $tag:ident),+) => {$(
         impl JobLike for $t {
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
+            fn label(&self, key: &str) -> Option<&str> {
+                $tag(&self.metadata, true, key)
+            }
+
+            fn annotation(&self, key: &str) -> Option<&str> {
+                $tag(&self.metadata, false, key)
+            }
+
+            fn deleting(&self) -> bool {
+                self.metadata.deletion_timestamp.is_some()
             }
 
             fn job_status(&self) -> Option<&JobStatus> {
@@ -38,13 +65,21 @@ macro_rules! joblike_impls {
     )+};
 }
 
-joblike_impls!(Job, SlimJob);
+joblike_impls!(Job => typed_tag, SlimJob => slim_tag);
 
 macro_rules! job_like_through {
     ($($pointer:ty),*) => {$(
         impl<T: JobLike + ?Sized> JobLike for $pointer {
-            fn meta(&self) -> &ObjectMeta {
-                (**self).meta()
+            fn label(&self, key: &str) -> Option<&str> {
+                (**self).label(key)
+            }
+
+            fn annotation(&self, key: &str) -> Option<&str> {
+                (**self).annotation(key)
+            }
+
+            fn deleting(&self) -> bool {
+                (**self).deleting()
             }
 
             fn job_status(&self) -> Option<&JobStatus> {
@@ -93,34 +128,30 @@ pub fn succeeded(job: &impl JobLike) -> bool {
 
 /// Facts of a Job labelled for a NodeWright; `None` for other Jobs.
 pub fn job_facts(job: &impl JobLike) -> Option<JobFacts> {
-    let labels = job.meta().labels.clone().unwrap_or_default();
-    let nodewright = labels.get(keys::LABEL_NAME)?.clone();
-    let annotations = job.meta().annotations.clone().unwrap_or_default();
-    let package: serde_json::Value = annotations
-        .get(keys::PACKAGE)
+    let label = |k: &str| job.label(k).map(str::to_string);
+    let nodewright = label(keys::LABEL_NAME)?;
+    let package: serde_json::Value = job
+        .annotation(keys::PACKAGE)
         .and_then(|a| serde_json::from_str(a).ok())
         .unwrap_or_default();
     let text = |k: &str| package.get(k).and_then(|v| v.as_str()).map(str::to_string);
     let node = job
         .template_node()
         .map(str::to_string)
-        .or_else(|| labels.get(keys::LABEL_NODE).cloned())
+        .or_else(|| label(keys::LABEL_NODE))
         .unwrap_or_default();
     Some(JobFacts {
         nodewright,
         node,
         package: text("name")
-            .or_else(|| labels.get(keys::PACKAGE).cloned())
+            .or_else(|| label(keys::PACKAGE))
             .unwrap_or_default(),
         version: text("version").unwrap_or_default(),
         stage: text("stage")
-            .or_else(|| labels.get(keys::LABEL_STAGE).cloned())
+            .or_else(|| label(keys::LABEL_STAGE))
             .unwrap_or_default(),
-        interrupt: labels
-            .get(keys::LABEL_INTERRUPT)
-            .is_some_and(|v| v == "True"),
-        unfinished: !(condition(job, "Complete") || condition(job, "Failed"))
-            && job.meta().deletion_timestamp.is_none(),
+        interrupt: job.label(keys::LABEL_INTERRUPT) == Some("True"),
+        unfinished: !(condition(job, "Complete") || condition(job, "Failed") || job.deleting()),
     })
 }
 

@@ -67,12 +67,7 @@ impl ExecutorJob {
 
     /// A Job annotation value.
     pub fn annotation(&self, key: &str) -> Option<&str> {
-        self.job
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-            .map(String::as_str)
+        self.job.metadata.annotation(key)
     }
 
     /// The log/event context of this Job (NodeWright, node, package, version, stage).
@@ -136,7 +131,7 @@ fn group_children<'a>(
         let Some(uid) = label(labels, CONTROLLER_UID).filter(|uid| wanted(uid)) else {
             continue;
         };
-        if in_namespace(&pod.metadata.namespace, options)
+        if in_namespace(pod.metadata.namespace.as_deref(), options)
             && label(labels, keys::LABEL_NAME).is_some()
             && label(labels, keys::PACKAGE).is_some()
         {
@@ -146,8 +141,8 @@ fn group_children<'a>(
 }
 
 /// True when an object of namespace `ns` is in the operator namespace (no namespace counts).
-fn in_namespace(ns: &Option<String>, options: &Options) -> bool {
-    ns.as_deref().is_none_or(|n| n == options.namespace)
+fn in_namespace(ns: Option<&str>, options: &Options) -> bool {
+    ns.is_none_or(|n| n == options.namespace)
 }
 
 /// The index order of Jobs: by name, then uid.
@@ -176,7 +171,7 @@ impl ExecutorIndex {
         let mut sorted: Vec<&Arc<SlimJob>> = snapshot
             .jobs
             .iter()
-            .filter(|j| in_namespace(&j.metadata.namespace, options))
+            .filter(|j| in_namespace(j.metadata.namespace.as_deref(), options))
             .collect();
         sorted.sort_by(|a, b| job_key(a).cmp(&job_key(b)));
         let jobs: Vec<ExecutorJob> = sorted
@@ -301,16 +296,13 @@ fn read_job<'a>(
     children: &Children<'_>,
     parsed: &mut IndexMap<&'a str, Parsed>,
 ) -> Option<ExecutorJob> {
-    let labels = job.metadata.labels.as_ref();
-    let nodewright = label(labels, keys::LABEL_NAME)?.to_string();
-    let (package, entry_key) = job
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(keys::PACKAGE))
+    let meta = &job.metadata;
+    let nodewright = meta.label(keys::LABEL_NAME)?.to_string();
+    let (package, entry_key) = meta
+        .annotation(keys::PACKAGE)
         .and_then(|text| {
             parsed
-                .entry(text.as_str())
+                .entry(text)
                 .or_insert_with(|| {
                     PackageAnnotation::parse(text).map(|p| {
                         let key = nodewright_crds::nodewright::unique_name(&p.name, &p.version);
@@ -325,7 +317,7 @@ fn read_job<'a>(
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.node_name.clone())
-        .or_else(|| label(labels, keys::LABEL_NODE).map(str::to_string))
+        .or_else(|| meta.label(keys::LABEL_NODE).map(str::to_string))
         .unwrap_or_default();
     let uid = job.metadata.uid.clone().unwrap_or_default();
     let mut pods: Vec<Arc<SlimPod>> = children
@@ -338,26 +330,21 @@ fn read_job<'a>(
     let stage = package
         .as_ref()
         .map(|p| p.stage)
-        .or_else(|| label(labels, keys::LABEL_STAGE).and_then(Stage::parse));
+        .or_else(|| meta.label(keys::LABEL_STAGE).and_then(Stage::parse));
     Some(ExecutorJob {
         job: Arc::clone(job),
         name: job.metadata.name.clone().unwrap_or_default(),
         uid,
         nodewright,
         node,
-        package_label: label(labels, keys::PACKAGE).map(str::to_string),
+        package_label: meta.label(keys::PACKAGE).map(str::to_string),
         invalid: package.as_ref().is_some_and(|p| p.invalid),
         package,
         entry_key,
         stage,
-        interrupt: label(labels, keys::LABEL_INTERRUPT) == Some("True"),
+        interrupt: meta.label(keys::LABEL_INTERRUPT) == Some("True"),
         state: job_state(job),
-        processed: job
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(keys::STATE_RECORDED))
-            .is_some_and(|v| v == "true"),
+        processed: meta.annotation(keys::STATE_RECORDED) == Some("true"),
         terminating: job.metadata.deletion_timestamp.is_some(),
         pods,
     })

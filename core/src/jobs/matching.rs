@@ -9,7 +9,6 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewright_crds::{Interrupt, InterruptType, NodeWright, Package, Stage, keys};
 
 use super::builder::{JobInputs, OPERATOR_ENV, build_interrupt_job, build_package_job};
@@ -23,20 +22,29 @@ use crate::slim::SlimJob;
 /// The parts of a Job the comparisons read, from a Job the builder produced ([`Job`]) or one of
 /// the snapshot ([`SlimJob`]).
 pub trait JobParts {
-    /// The Job's metadata.
-    fn meta(&self) -> &ObjectMeta;
+    /// A label value.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// An annotation value.
+    fn annotation(&self, key: &str) -> Option<&str>;
     /// The Job-level and the template's `activeDeadlineSeconds`; `None` without a spec.
     fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)>;
     /// The template's init containers.
     fn init_containers(&self) -> &[Container];
 }
 
-// One body for both forms: the record keeps the Job's field paths.
+// One body for both forms: the record keeps the Job's spec field paths; `$meta` reads a label
+// or annotation map.
 macro_rules! jobparts_impls {
-    ($($t:ty),+) => {$(
+    ($($t:ty => $get:expr),+) => {$(
         impl JobParts for $t {
-            fn meta(&self) -> &ObjectMeta {
-                &self.metadata
+            fn label(&self, key: &str) -> Option<&str> {
+                let get: for<'a> fn(&'a Self, bool, &str) -> Option<&'a str> = $get;
+                get(self, true, key)
+            }
+
+            fn annotation(&self, key: &str) -> Option<&str> {
+                let get: for<'a> fn(&'a Self, bool, &str) -> Option<&'a str> = $get;
+                get(self, false, key)
             }
 
             fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
@@ -60,22 +68,24 @@ macro_rules! jobparts_impls {
     )+};
 }
 
-jobparts_impls!(Job, SlimJob);
+jobparts_impls!(
+    Job => |job, is_label, key| {
+        let m = &job.metadata;
+        let map = if is_label { &m.labels } else { &m.annotations };
+        map.as_ref()?.get(key).map(String::as_str)
+    },
+    SlimJob => |job, is_label, key| {
+        let m = &job.metadata;
+        if is_label { m.label(key) } else { m.annotation(key) }
+    }
+);
 
 fn annotation<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
-    job.meta()
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    job.annotation(key)
 }
 
 fn label<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
-    job.meta()
-        .labels
-        .as_ref()
-        .and_then(|a| a.get(key))
-        .map(String::as_str)
+    job.label(key)
 }
 
 /// The deadline a Job carries: the template's `activeDeadlineSeconds` for package Jobs, the

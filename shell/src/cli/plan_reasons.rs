@@ -184,9 +184,8 @@ pub fn compartment_of(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
 fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Item = &'a SlimJob> {
     let nw = nw.to_string();
     snap.jobs.iter().map(|j| &**j).filter(move |j| {
-        let l = j.metadata.labels.clone().unwrap_or_default();
-        l.get(keys::LABEL_NAME) == Some(&nw)
-            && l.get(keys::LABEL_NODE).map(String::as_str) == Some(node)
+        j.metadata.label(keys::LABEL_NAME) == Some(nw.as_str())
+            && j.metadata.label(keys::LABEL_NODE) == Some(node)
     })
 }
 
@@ -209,11 +208,7 @@ fn finished(j: &SlimJob) -> Option<String> {
 }
 
 fn label(j: &SlimJob, key: &str) -> String {
-    j.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(key).cloned())
-        .unwrap_or_default()
+    j.metadata.label(key).unwrap_or_default().to_string()
 }
 
 fn in_progress(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
@@ -269,9 +264,8 @@ fn erroring(snap: &Snapshot, nw: &NodeWright, node: &str) -> String {
         .filter_map(|j| {
             let annotated = j
                 .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(keys::LAST_FAILURE).cloned());
+                .annotation(keys::LAST_FAILURE)
+                .map(str::to_string);
             annotated.or_else(|| finished(j).filter(|f| !f.starts_with("Complete")))
         })
         .last();

@@ -17,11 +17,11 @@ fn job_of(nw: &str, name: &str, uid: &str, node: &str) -> Arc<SlimJob> {
         (keys::PACKAGE, "pkg-1.0.0"),
     ];
     Arc::new(SlimJob {
-        metadata: ObjectMeta {
+        metadata: crate::slim::SlimMeta {
             name: Some(name.into()),
             uid: Some(uid.into()),
-            labels: Some(label_map(&labels)),
-            ..ObjectMeta::default()
+            labels: Some(labels.into_iter().collect()),
+            ..Default::default()
         },
         ..SlimJob::default()
     })

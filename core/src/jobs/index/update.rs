@@ -91,7 +91,7 @@ impl ExecutorIndex {
                 .collect()
         };
         let to_read: Vec<&Arc<SlimJob>> = (changed.new_jobs.iter())
-            .filter(|j| in_namespace(&j.metadata.namespace, options))
+            .filter(|j| in_namespace(j.metadata.namespace.as_deref(), options))
             .chain(reread.iter().map(|&i| &self.jobs[i].job))
             .collect();
         dropped.extend(reread);

@@ -1,0 +1,321 @@
+//! The metadata of a compact Job record: identity, deletion and shared label/annotation texts.
+//!
+//! A typed `ObjectMeta` is 400-odd bytes before any string, and its two `BTreeMap`s cost about
+//! 900 bytes each for a Job's handful of labels and annotations. Every retained Job of a NodeWright
+//! repeats the same keys, NodeWright name, package label, stage, fingerprint and package
+//! annotation; [`Tags`] holds them as shared strings so each distinct text is stored once.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+
+/// What the core reads of a Job's metadata.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimMeta {
+    /// `metadata.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `metadata.namespace` (shared: every executor Job is in the operator namespace).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<Arc<str>>,
+    /// `metadata.uid`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_version: Option<String>,
+    /// `metadata.creationTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creation_timestamp: Option<Time>,
+    /// `metadata.deletionTimestamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.labels`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Tags>,
+    /// `metadata.annotations`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Tags>,
+}
+
+impl SlimMeta {
+    /// The fields the core reads of `meta`, the namespace and every label and annotation text
+    /// shared through `interner`.
+    pub fn new(meta: ObjectMeta, interner: &mut Interner) -> Self {
+        SlimMeta {
+            name: meta.name,
+            namespace: meta.namespace.map(|n| interner.intern(&n)),
+            uid: meta.uid,
+            resource_version: meta.resource_version,
+            creation_timestamp: meta.creation_timestamp,
+            deletion_timestamp: meta.deletion_timestamp,
+            labels: meta.labels.map(|m| Tags::new(m, interner)),
+            annotations: meta.annotations.map(|m| Tags::new(m, interner)),
+        }
+    }
+
+    /// A label value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref().and_then(|l| l.get(key))
+    }
+
+    /// An annotation value.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref().and_then(|a| a.get(key))
+    }
+}
+
+impl From<&SlimMeta> for ObjectMeta {
+    /// The typed metadata with what the record keeps.
+    fn from(meta: &SlimMeta) -> Self {
+        ObjectMeta {
+            name: meta.name.clone(),
+            namespace: meta.namespace.as_deref().map(str::to_string),
+            uid: meta.uid.clone(),
+            resource_version: meta.resource_version.clone(),
+            creation_timestamp: meta.creation_timestamp.clone(),
+            deletion_timestamp: meta.deletion_timestamp.clone(),
+            labels: meta.labels.as_ref().map(Tags::to_map),
+            annotations: meta.annotations.as_ref().map(Tags::to_map),
+            ..ObjectMeta::default()
+        }
+    }
+}
+
+/// An object's identity as caches and traces key it, from typed metadata or a record's.
+pub trait Identity {
+    /// `metadata.name`.
+    fn name(&self) -> Option<&str>;
+    /// `metadata.namespace`.
+    fn namespace(&self) -> Option<&str>;
+    /// `metadata.resourceVersion`.
+    fn resource_version(&self) -> Option<&str>;
+    /// `metadata.uid`.
+    fn uid(&self) -> Option<&str>;
+}
+
+macro_rules! identity_impls {
+    ($($t:ty),+) => {$(
+        impl Identity for $t {
+            fn name(&self) -> Option<&str> {
+                self.name.as_deref()
+            }
+
+            fn namespace(&self) -> Option<&str> {
+                self.namespace.as_deref()
+            }
+
+            fn resource_version(&self) -> Option<&str> {
+                self.resource_version.as_deref()
+            }
+
+            fn uid(&self) -> Option<&str> {
+                self.uid.as_deref()
+            }
+        }
+    )+};
+}
+
+identity_impls!(ObjectMeta, SlimMeta);
+
+/// Labels or annotations as key/value pairs sorted by key, each text a shared string.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tags(Box<[(Arc<str>, Arc<str>)]>);
+
+impl Tags {
+    /// The pairs of `map` (already sorted by key), texts shared through `interner`.
+    pub fn new(map: BTreeMap<String, String>, interner: &mut Interner) -> Self {
+        Tags(
+            map.iter()
+                .map(|(k, v)| (interner.intern(k), interner.intern(v)))
+                .collect(),
+        )
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.0[i].1.as_ref())
+    }
+
+    /// Sets `key` to `value` (tests and tools that edit a record; not interned).
+    pub fn insert(&mut self, key: impl AsRef<str>, value: impl AsRef<str>) {
+        let mut map = self.to_map();
+        map.insert(key.as_ref().to_string(), value.as_ref().to_string());
+        *self = map.into_iter().collect();
+    }
+
+    /// Removes `key`; whether it was present.
+    pub fn remove(&mut self, key: &str) -> bool {
+        let before = self.0.len();
+        let mut pairs = std::mem::take(&mut self.0).into_vec();
+        pairs.retain(|(k, _)| k.as_ref() != key);
+        self.0 = pairs.into_boxed_slice();
+        self.0.len() != before
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The pairs in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+    }
+
+    /// The pairs as an owned map.
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+}
+
+impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Tags {
+    /// Pairs in any order; a repeated key keeps its last value (as a map would).
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let map: BTreeMap<String, String> = pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
+        Tags::new(map, &mut Interner::default())
+    }
+}
+
+impl Serialize for Tags {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.iter() {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Tags {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TagsVisitor;
+        impl<'de> Visitor<'de> for TagsVisitor {
+            type Value = Tags;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a map of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Tags, A::Error> {
+                let mut map = BTreeMap::new();
+                while let Some((k, v)) = access.next_entry::<String, String>()? {
+                    map.insert(k, v);
+                }
+                Ok(Tags::new(map, &mut Interner::default()))
+            }
+        }
+        deserializer.deserialize_map(TagsVisitor)
+    }
+}
+
+/// Hands out one shared copy of each distinct text. Texts no record holds any more are
+/// forgotten in bulk whenever the set has doubled since the last sweep, so the set stays within
+/// twice the texts in use.
+#[derive(Debug, Default)]
+pub struct Interner {
+    texts: HashSet<Arc<str>>,
+    sweep_at: usize,
+}
+
+/// The set size below which the interner never sweeps.
+const MIN_SWEEP: usize = 1024;
+
+impl Interner {
+    /// The shared copy of `text`.
+    pub fn intern(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.texts.get(text) {
+            return Arc::clone(shared);
+        }
+        if self.texts.len() >= self.sweep_at.max(MIN_SWEEP) {
+            self.texts.retain(|t| Arc::strong_count(t) > 1);
+            self.sweep_at = 2 * self.texts.len();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.texts.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// How many texts the interner holds (in use or not yet swept).
+    pub fn len(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// Whether the interner holds no text.
+    pub fn is_empty(&self) -> bool {
+        self.texts.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn equal_texts_are_stored_once() {
+        let mut interner = Interner::default();
+        let a = Tags::new(map(&[("k", "v"), ("n", "x")]), &mut interner);
+        let b = Tags::new(map(&[("k", "v"), ("n", "y")]), &mut interner);
+        assert!(Arc::ptr_eq(&a.0[0].1, &b.0[0].1));
+        assert_eq!(interner.len(), 5, "k, v, n, x and y");
+        assert_eq!(
+            (a.get("n"), b.get("n"), a.get("z")),
+            (Some("x"), Some("y"), None)
+        );
+    }
+
+    #[test]
+    fn texts_no_record_holds_are_swept_when_the_set_doubles() {
+        let mut interner = Interner::default();
+        let kept: Vec<Arc<str>> = (0..10)
+            .map(|i| interner.intern(&format!("kept-{i}")))
+            .collect();
+        for i in 0..MIN_SWEEP * 3 {
+            interner.intern(&format!("gone-{i}"));
+        }
+        assert!(
+            interner.len() < MIN_SWEEP * 2,
+            "{} texts kept",
+            interner.len()
+        );
+        for (i, k) in kept.iter().enumerate() {
+            assert!(Arc::ptr_eq(k, &interner.intern(&format!("kept-{i}"))));
+        }
+    }
+
+    #[test]
+    fn tags_serialize_as_the_map_they_came_from() {
+        let m = map(&[("b", "2"), ("a", "1")]);
+        let tags = Tags::new(m.clone(), &mut Interner::default());
+        let json = serde_json::to_string(&tags).unwrap();
+        assert_eq!(json, serde_json::to_string(&m).unwrap());
+        assert_eq!(serde_json::from_str::<Tags>(&json).unwrap(), tags);
+        let meta = ObjectMeta {
+            name: Some("j".into()),
+            namespace: Some("ns".into()),
+            labels: Some(m),
+            ..ObjectMeta::default()
+        };
+        let slim = SlimMeta::new(meta.clone(), &mut Interner::default());
+        assert_eq!(ObjectMeta::from(&slim), meta);
+    }
+}

@@ -19,7 +19,8 @@ pub use options::{Options, OptionsError};
 pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
 pub use slim::{
-    Identity, Interner, SlimContainerStatus, SlimJob, SlimMeta, SlimPod, SlimPodStatus, Tags,
+    Identity, Interner, SlimContainerStatus, SlimJob, SlimJobCondition, SlimJobStatus, SlimMeta,
+    SlimPod, SlimPodStatus, Tags,
 };
 pub use snapshot::{ClusterInfo, Snapshot, shared};
 

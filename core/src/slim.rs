@@ -19,8 +19,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
 pub use meta::{Identity, Interner, SlimMeta, Tags};
+pub use status::{SlimJobCondition, SlimJobStatus};
 
 mod meta;
+mod status;
 
 /// An executor Job as the core reads it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -32,9 +34,9 @@ pub struct SlimJob {
     /// What the core reads of `spec`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<SlimJobSpec>,
-    /// The Job's status.
+    /// What the core reads of the Job's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<JobStatus>,
+    pub status: Option<SlimJobStatus>,
 }
 
 /// What the core reads of a Job's `spec`.
@@ -103,7 +105,7 @@ impl SlimJob {
                     }),
                 },
             }),
-            status: job.status,
+            status: job.status.map(|s| SlimJobStatus::new(s, interner)),
         }
     }
 }
@@ -239,7 +241,7 @@ impl From<&SlimJob> for Job {
                 },
                 ..JobSpec::default()
             }),
-            status: job.status.clone(),
+            status: job.status.as_ref().map(JobStatus::from),
         }
     }
 }

@@ -3,7 +3,7 @@
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use nodewright_core::{SlimJob, SlimMeta};
+use nodewright_core::{SlimJob, SlimJobStatus, SlimMeta};
 use nodewright_crds::{NodeState, NodeWright, keys};
 
 /// The parts of a Job the facts read: from a stored [`Job`] or a snapshot's [`SlimJob`].
@@ -14,8 +14,8 @@ pub trait JobLike {
     fn annotation(&self, key: &str) -> Option<&str>;
     /// The Job has a deletion timestamp.
     fn deleting(&self) -> bool;
-    /// The Job's status.
-    fn job_status(&self) -> Option<&JobStatus>;
+    /// The Job has condition `kind` with status `True`.
+    fn condition_true(&self, kind: &str) -> bool;
     /// The template's `nodeName`.
     fn template_node(&self) -> Option<&str>;
 }
@@ -24,6 +24,21 @@ pub trait JobLike {
 fn typed_tag<'a>(m: &'a ObjectMeta, is_label: bool, key: &str) -> Option<&'a str> {
     let map = if is_label { &m.labels } else { &m.annotations };
     map.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Whether a typed status has condition `kind` with status `True`.
+fn typed_condition(status: &Option<JobStatus>, kind: &str) -> bool {
+    status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+}
+
+/// Whether a record's status has condition `kind` with status `True`.
+fn slim_condition(status: &Option<SlimJobStatus>, kind: &str) -> bool {
+    status
+        .as_ref()
+        .is_some_and(|s| s.condition_true(kind).is_some())
 }
 
 /// A label (`true`) or annotation of a record's metadata.
@@ -37,7 +52,7 @@ fn slim_tag<'a>(m: &'a SlimMeta, is_label: bool, key: &str) -> Option<&'a str> {
 
 // One body for both forms: the record keeps the Job's field paths.
 macro_rules! joblike_impls {
-    ($($t:ty => $tag:ident),+) => {$(
+    ($($t:ty => $tag:ident, $condition:ident),+) => {$(
         impl JobLike for $t {
             fn label(&self, key: &str) -> Option<&str> {
                 $tag(&self.metadata, true, key)
@@ -51,8 +66,8 @@ macro_rules! joblike_impls {
                 self.metadata.deletion_timestamp.is_some()
             }
 
-            fn job_status(&self) -> Option<&JobStatus> {
-                self.status.as_ref()
+            fn condition_true(&self, kind: &str) -> bool {
+                $condition(&self.status, kind)
             }
 
             fn template_node(&self) -> Option<&str> {
@@ -65,7 +80,10 @@ macro_rules! joblike_impls {
     )+};
 }
 
-joblike_impls!(Job => typed_tag, SlimJob => slim_tag);
+joblike_impls!(
+    Job => typed_tag, typed_condition,
+    SlimJob => slim_tag, slim_condition
+);
 
 macro_rules! job_like_through {
     ($($pointer:ty),*) => {$(
@@ -82,8 +100,8 @@ macro_rules! job_like_through {
                 (**self).deleting()
             }
 
-            fn job_status(&self) -> Option<&JobStatus> {
-                (**self).job_status()
+            fn condition_true(&self, kind: &str) -> bool {
+                (**self).condition_true(kind)
             }
 
             fn template_node(&self) -> Option<&str> {
@@ -97,9 +115,7 @@ job_like_through!(&T, Box<T>, std::sync::Arc<T>);
 
 /// The Job has condition `kind` with status `True`.
 fn condition(job: &impl JobLike, kind: &str) -> bool {
-    job.job_status()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+    job.condition_true(kind)
 }
 
 /// What an executor Job is for.

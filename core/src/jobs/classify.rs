@@ -1,6 +1,6 @@
 //! Job and pod classification (03-executor.md §3.9, §6.1–6.2; 04-jobs-rules.md §4.2–4.3).
 
-use crate::slim::{SlimContainerStatus, SlimJob, SlimPod};
+use crate::slim::{SlimContainerStatus, SlimJob, SlimJobCondition, SlimPod};
 use jiff::Timestamp;
 
 /// The lifecycle state of a Job as read from its conditions.
@@ -34,16 +34,8 @@ pub const BACKOFF_LIMIT_EXCEEDED: &str = "BackoffLimitExceeded";
 /// Pod-level reason of a per-attempt (or Job-level) deadline kill.
 pub const DEADLINE_EXCEEDED: &str = "DeadlineExceeded";
 
-fn condition_true<'a>(
-    job: &'a SlimJob,
-    kind: &str,
-) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == kind && c.status == "True")
+fn condition_true<'a>(job: &'a SlimJob, kind: &str) -> Option<&'a SlimJobCondition> {
+    job.status.as_ref()?.condition_true(kind)
 }
 
 /// Classifies a Job by its conditions.
@@ -53,7 +45,7 @@ pub fn job_state(job: &SlimJob) -> JobState {
     }
     if let Some(c) = condition_true(job, "Failed") {
         return JobState::Failed {
-            reason: c.reason.clone().unwrap_or_default(),
+            reason: c.reason.as_deref().unwrap_or_default().to_string(),
         };
     }
     JobState::Unfinished {

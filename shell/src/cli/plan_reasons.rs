@@ -190,21 +190,15 @@ fn jobs_of<'a>(snap: &'a Snapshot, nw: &str, node: &'a str) -> impl Iterator<Ite
 }
 
 fn finished(j: &SlimJob) -> Option<String> {
-    j.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        .map(|c| {
-            format!(
-                "{}{}",
-                c.reason.clone().unwrap_or_else(|| c.type_.clone()),
-                c.message
-                    .as_ref()
-                    .map_or(String::new(), |m| format!(": {m}"))
-            )
-        })
+    let status = j.status.as_ref()?;
+    let c = status
+        .condition_true("Complete")
+        .or_else(|| status.condition_true("Failed"))?;
+    let reason = c.reason.as_deref().unwrap_or(&c.type_);
+    Some(match c.message.as_deref() {
+        Some(m) => format!("{reason}: {m}"),
+        None => reason.to_string(),
+    })
 }
 
 fn label(j: &SlimJob, key: &str) -> String {

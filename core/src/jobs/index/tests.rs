@@ -2,7 +2,6 @@
 //! and an index updated in place equals the index built from the new snapshot.
 
 use super::*;
-use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 fn job(name: &str, node: &str) -> Arc<SlimJob> {
@@ -69,13 +68,13 @@ fn pod_at(job: &SlimJob, suffix: &str, second: Option<u8>) -> Arc<SlimPod> {
 /// A new record of `job` with a `Complete` condition.
 fn complete(job: &SlimJob) -> Arc<SlimJob> {
     let mut finished = job.clone();
-    finished.status = Some(JobStatus {
-        conditions: Some(vec![JobCondition {
+    finished.status = Some(crate::slim::SlimJobStatus {
+        conditions: Some(vec![crate::slim::SlimJobCondition {
             type_: "Complete".into(),
             status: "True".into(),
-            ..JobCondition::default()
+            ..Default::default()
         }]),
-        ..JobStatus::default()
+        ..Default::default()
     });
     Arc::new(finished)
 }

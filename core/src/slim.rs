@@ -11,6 +11,8 @@
 //! ([`Tags`]), so the thousands of retained Jobs that carry the same NodeWright, package, stage
 //! and package annotation hold one copy of each text when built through an [`Interner`].
 
+use std::sync::Arc;
+
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStatus, Pod, PodCondition, PodStatus,
@@ -71,9 +73,9 @@ pub struct SlimTemplate {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimTemplateSpec {
-    /// The node the executor pod is bound to.
+    /// The node the executor pod is bound to (shared by the node's Jobs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_name: Option<String>,
+    pub node_name: Option<Arc<str>>,
     /// The per-attempt deadline of package Jobs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_deadline_seconds: Option<i64>,
@@ -99,7 +101,7 @@ impl SlimJob {
                 template: SlimTemplate {
                     metadata: spec.template.metadata.map(Box::new),
                     spec: spec.template.spec.map(|pod| SlimTemplateSpec {
-                        node_name: pod.node_name,
+                        node_name: pod.node_name.map(|n| interner.intern(&n)),
                         active_deadline_seconds: pod.active_deadline_seconds,
                         init_containers: pod.init_containers,
                     }),
@@ -233,7 +235,7 @@ impl From<&SlimJob> for Job {
                 template: PodTemplateSpec {
                     metadata: spec.template.metadata.as_deref().cloned(),
                     spec: spec.template.spec.as_ref().map(|pod| PodSpec {
-                        node_name: pod.node_name.clone(),
+                        node_name: pod.node_name.as_deref().map(str::to_string),
                         active_deadline_seconds: pod.active_deadline_seconds,
                         init_containers: pod.init_containers.clone(),
                         ..PodSpec::default()

@@ -21,7 +21,7 @@ fn pod_of(job: &SlimJob, phase: &str, n: usize) -> SlimPod {
         }
     }
     let uid = job.metadata.uid.clone().unwrap_or_default();
-    labels.insert(CONTROLLER_UID.to_string(), uid.clone());
+    labels.insert(CONTROLLER_UID.to_string(), uid.to_string());
     SlimPod {
         metadata: ObjectMeta {
             name: Some(format!(
@@ -135,7 +135,7 @@ fn d28_running_terminating_or_unrecorded_pods_are_not_settled() {
         "terminating"
     );
     assert!(
-        !settled.iter().any(|u| u.starts_with(&second_uid)),
+        !settled.iter().any(|u| u.starts_with(&*second_uid)),
         "unrecorded"
     );
 }

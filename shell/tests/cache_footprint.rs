@@ -294,3 +294,35 @@ fn compact_record_heap() {
     );
     assert!(settled < compact);
 }
+
+/// Heap per Job of the executor index built over the recorded Jobs (`compact_record_heap`'s
+/// objects, pods settled and gone). Run by hand:
+/// `cargo test -p nodewright-shell --test cache_footprint -- --ignored --nocapture executor_index_heap`.
+#[test]
+#[ignore]
+fn executor_index_heap() {
+    use nodewright_core::jobs::index::ExecutorIndex;
+    use nodewright_core::{Options, Snapshot};
+    use nodewright_shell::cache::CachedJob;
+    const N: usize = 2_000;
+    let jobs: Vec<_> = recorded(N)
+        .into_iter()
+        .map(|(j, _)| CachedJob::new(j).0)
+        .collect();
+    let snapshot = Snapshot {
+        jobs,
+        ..Snapshot::default()
+    };
+    let options = Options {
+        namespace: "nodewright".into(),
+        ..Options::default()
+    };
+    let before = in_use();
+    let index = ExecutorIndex::build(&snapshot, &options);
+    let per_job = (in_use() - before) / N;
+    println!(
+        "{} Jobs indexed: {per_job} B of index per Job",
+        index.all().len()
+    );
+    assert_eq!(index.all().len(), N);
+}

@@ -68,8 +68,8 @@ pub fn context_of(job: &Job) -> Context {
 /// A foreground `DeleteJob` of an indexed Job with a reason (D12).
 pub fn delete(job: &ExecutorJob, reason: DeletionReason) -> Effect {
     Effect::DeleteJob {
-        name: job.name.clone(),
-        uid: job.uid.clone(),
+        name: job.name.to_string(),
+        uid: job.uid.to_string(),
         reason,
         context: job.context(),
         confirm: None,

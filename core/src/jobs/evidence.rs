@@ -229,8 +229,8 @@ fn end_interrupt(
     );
     Some(vec![
         Effect::EndInterruptJob {
-            name: job.name.clone(),
-            uid: job.uid.clone(),
+            name: job.name.to_string(),
+            uid: job.uid.to_string(),
             resource_version: job.job.metadata.resource_version.clone(),
             restarts,
             context: job.context(),
@@ -278,8 +278,8 @@ fn last_logs_waiting(job: &ExecutorJob) -> Vec<Effect> {
         return Vec::new();
     }
     vec![Effect::PatchJob {
-        name: job.name.clone(),
-        uid: job.uid.clone(),
+        name: job.name.to_string(),
+        uid: job.uid.to_string(),
         suspend: None,
         ttl_seconds_after_finished: None,
         annotations: [(

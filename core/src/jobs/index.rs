@@ -28,16 +28,16 @@ pub const CONTROLLER_UID: &str = "batch.kubernetes.io/controller-uid";
 pub struct ExecutorJob {
     /// The Job object (shared with the snapshot).
     pub job: Arc<SlimJob>,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// Owning NodeWright (`<P>/name` label).
-    pub nodewright: String,
+    /// `metadata.name` (shared with the record).
+    pub name: Arc<str>,
+    /// `metadata.uid` (shared with the record).
+    pub uid: Arc<str>,
+    /// Owning NodeWright (`<P>/name` label, shared with the record).
+    pub nodewright: Arc<str>,
     /// Full node name: `spec.template.spec.nodeName`, else the `<P>/node` label.
-    pub node: String,
-    /// `<P>/package` label (`<pkg>-<ver>`), if present.
-    pub package_label: Option<String>,
+    pub node: Arc<str>,
+    /// `<P>/package` label (`<pkg>-<ver>`), if present (shared with the record).
+    pub package_label: Option<Arc<str>>,
     /// Parsed `<P>/package` annotation; `None` when absent or unreadable (04 rule 1.2.5).
     pub package: Option<Arc<PackageAnnotation>>,
     /// The node-state key (`name|version`) of the annotation's package, shared by the Jobs
@@ -73,8 +73,8 @@ impl ExecutorJob {
     /// The log/event context of this Job (NodeWright, node, package, version, stage).
     pub fn context(&self) -> Context {
         Context {
-            nodewright: Some(self.nodewright.clone()),
-            node: Some(self.node.clone()),
+            nodewright: Some(self.nodewright.to_string()),
+            node: Some(self.node.to_string()),
             package: self.package.as_ref().map(|p| p.name.clone()),
             version: self.package.as_ref().map(|p| p.version.clone()),
             stage: self.stage.map(|s| s.as_str().to_string()),
@@ -105,9 +105,9 @@ impl ExecutorJob {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ExecutorIndex {
     jobs: Vec<ExecutorJob>,
-    by_nodewright: BTreeMap<String, Vec<usize>>,
-    by_node: BTreeMap<String, BTreeMap<String, Vec<usize>>>,
-    busy_nodes: BTreeSet<String>,
+    by_nodewright: BTreeMap<Arc<str>, Vec<usize>>,
+    by_node: BTreeMap<Arc<str>, BTreeMap<Arc<str>, Vec<usize>>>,
+    busy_nodes: BTreeSet<Arc<str>>,
 }
 
 fn label<'a>(object_labels: Option<&'a BTreeMap<String, String>>, key: &str) -> Option<&'a str> {
@@ -214,8 +214,8 @@ impl ExecutorIndex {
     /// The Job with this name, if the snapshot has it.
     pub fn by_name(&self, name: &str) -> Option<&ExecutorJob> {
         // `jobs` is sorted by name (then uid): binary search for the first of that name.
-        let i = self.jobs.partition_point(|j| j.name.as_str() < name);
-        self.jobs.get(i).filter(|j| j.name == name)
+        let i = self.jobs.partition_point(|j| j.name.as_ref() < name);
+        self.jobs.get(i).filter(|j| &*j.name == name)
     }
 
     /// Jobs of one NodeWright, sorted by name.
@@ -237,7 +237,7 @@ impl ExecutorIndex {
             .get(nodewright)
             .into_iter()
             .flatten()
-            .map(|(node, jobs)| (node.as_str(), jobs.as_slice()))
+            .map(|(node, jobs)| (&**node, jobs.as_slice()))
     }
 
     /// Jobs of one NodeWright on one node, sorted by name.
@@ -284,7 +284,7 @@ impl ExecutorIndex {
 
     /// Names of nodes with unfinished Jobs, sorted.
     pub fn busy_nodes(&self) -> impl Iterator<Item = &str> {
-        self.busy_nodes.iter().map(String::as_str)
+        self.busy_nodes.iter().map(|n| &**n)
     }
 }
 
@@ -297,7 +297,7 @@ fn read_job<'a>(
     parsed: &mut IndexMap<&'a str, Parsed>,
 ) -> Option<ExecutorJob> {
     let meta = &job.metadata;
-    let nodewright = meta.label(keys::LABEL_NAME)?.to_string();
+    let nodewright = Arc::clone(meta.label_shared(keys::LABEL_NAME)?);
     let (package, entry_key) = meta
         .annotation(keys::PACKAGE)
         .and_then(|text| {
@@ -317,11 +317,11 @@ fn read_job<'a>(
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
         .and_then(|s| s.node_name.clone())
-        .or_else(|| meta.label(keys::LABEL_NODE).map(str::to_string))
-        .unwrap_or_default();
-    let uid = job.metadata.uid.clone().unwrap_or_default();
+        .or_else(|| meta.label_shared(keys::LABEL_NODE).cloned())
+        .unwrap_or_else(|| Arc::from(""));
+    let uid = meta.uid.clone().unwrap_or_else(|| Arc::from(""));
     let mut pods: Vec<Arc<SlimPod>> = children
-        .get(uid.as_str())
+        .get(&*uid)
         .into_iter()
         .flatten()
         .map(|&p| Arc::clone(p))
@@ -333,11 +333,11 @@ fn read_job<'a>(
         .or_else(|| meta.label(keys::LABEL_STAGE).and_then(Stage::parse));
     Some(ExecutorJob {
         job: Arc::clone(job),
-        name: job.metadata.name.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_else(|| Arc::from("")),
         uid,
         nodewright,
         node,
-        package_label: meta.label(keys::PACKAGE).map(str::to_string),
+        package_label: meta.label_shared(keys::PACKAGE).cloned(),
         invalid: package.as_ref().is_some_and(|p| p.invalid),
         package,
         entry_key,

@@ -159,8 +159,8 @@ fn ttl_seconds(d: Duration) -> i32 {
 /// The processed marker with the outcome TTL, one merge patch (04 §3.5, 03 §3.6).
 pub fn marker(job: &ExecutorJob, ttl: Duration) -> Effect {
     Effect::PatchJob {
-        name: job.name.clone(),
-        uid: job.uid.clone(),
+        name: job.name.to_string(),
+        uid: job.uid.to_string(),
         suspend: None,
         ttl_seconds_after_finished: Some(ttl_seconds(ttl)),
         annotations: [(keys::STATE_RECORDED.to_string(), Some("true".to_string()))].into(),
@@ -232,8 +232,8 @@ pub(super) fn last_failure(job: &ExecutorJob, value: String) -> Vec<Effect> {
     }
     vec![
         Effect::PatchJob {
-            name: job.name.clone(),
-            uid: job.uid.clone(),
+            name: job.name.to_string(),
+            uid: job.uid.to_string(),
             suspend: None,
             ttl_seconds_after_finished: None,
             annotations: [(keys::LAST_FAILURE.to_string(), Some(value.clone()))].into(),
@@ -265,12 +265,12 @@ pub(super) fn open_at_stage(entry: Option<&PackageStatus>, stage: Option<Stage>)
 pub(super) fn base(job: &ExecutorJob, kind: OutcomeKind, after_state: Vec<Effect>) -> Outcome {
     let p = job.package.as_ref();
     Outcome {
-        nodewright: job.nodewright.clone(),
-        node: job.node.clone(),
+        nodewright: job.nodewright.to_string(),
+        node: job.node.to_string(),
         package: p.map(|p| p.name.clone()).unwrap_or_default(),
         version: p.map(|p| p.version.clone()).unwrap_or_default(),
         stage: job.stage,
-        job: job.name.clone(),
+        job: job.name.to_string(),
         kind,
         image: p.map(|p| p.image.clone()).unwrap_or_default(),
         container_sha: p.map(|p| p.container_sha.clone()).unwrap_or_default(),
@@ -326,13 +326,13 @@ pub fn outcomes_with<'n, 's>(
         if job.processed {
             continue;
         }
-        let node = node(job.node.as_str());
+        let node = node(job.node.as_ref());
         if matches!(job.state, JobState::Complete) {
             out.items.push(completed(job, node.is_some(), options));
             continue;
         }
         let state = states
-            .entry((job.nodewright.as_str(), job.node.as_str()))
+            .entry((job.nodewright.as_ref(), job.node.as_ref()))
             .or_insert_with(|| node.and_then(|_| state(&job.nodewright, &job.node)))
             .as_deref();
         match &job.state {

@@ -106,8 +106,8 @@ fn delete_for_rerun(
     };
     if let (Effect::DeleteJob { confirm, .. }, Some(stage)) = (&mut effect, stage) {
         *confirm = Some(EntryCheck {
-            nodewright: job.nodewright.clone(),
-            node: job.node.clone(),
+            nodewright: job.nodewright.to_string(),
+            node: job.node.to_string(),
             package: entry.name.clone(),
             version: entry.version.clone(),
             stage,
@@ -123,8 +123,8 @@ pub fn invalidate(job: &ExecutorJob, reason: DeletionReason) -> Vec<Effect> {
     if let Some(mut p) = job.package.as_deref().cloned() {
         p.invalid = true;
         effects.push(Effect::PatchJob {
-            name: job.name.clone(),
-            uid: job.uid.clone(),
+            name: job.name.to_string(),
+            uid: job.uid.to_string(),
             suspend: None,
             ttl_seconds_after_finished: None,
             annotations: BTreeMap::from([(keys::PACKAGE.to_string(), Some(p.to_json()))]),
@@ -221,8 +221,8 @@ pub fn sweep_split<'s, 'r>(
 
 fn patch_suspend(job: &ExecutorJob, value: bool) -> Effect {
     Effect::PatchJob {
-        name: job.name.clone(),
-        uid: job.uid.clone(),
+        name: job.name.to_string(),
+        uid: job.uid.to_string(),
         suspend: Some(value),
         ttl_seconds_after_finished: None,
         annotations: BTreeMap::new(),
@@ -301,7 +301,7 @@ pub fn invalidate_for_config_swap(
 ) -> Vec<Effect> {
     index
         .of(nw_name(nw))
-        .filter(|j| j.runs(package, version) && !j.interrupt && !except.contains(&j.node))
+        .filter(|j| j.runs(package, version) && !j.interrupt && !except.contains(&*j.node))
         .filter(|j| j.is_unfinished() && !j.terminating && !j.invalid)
         .flat_map(|j| invalidate(j, DeletionReason::ConfigUpdate))
         .collect()

@@ -18,15 +18,15 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimMeta {
-    /// `metadata.name`.
+    /// `metadata.name` (shared with the executor index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
+    pub name: Option<Arc<str>>,
     /// `metadata.namespace` (shared: every executor Job is in the operator namespace).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<Arc<str>>,
-    /// `metadata.uid`.
+    /// `metadata.uid` (shared with the executor index).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uid: Option<String>,
+    pub uid: Option<Arc<str>>,
     /// `metadata.resourceVersion`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_version: Option<String>,
@@ -49,9 +49,9 @@ impl SlimMeta {
     /// shared through `interner`.
     pub fn new(meta: ObjectMeta, interner: &mut Interner) -> Self {
         SlimMeta {
-            name: meta.name,
+            name: meta.name.map(Arc::from),
             namespace: meta.namespace.map(|n| interner.intern(&n)),
-            uid: meta.uid,
+            uid: meta.uid.map(Arc::from),
             resource_version: meta.resource_version,
             creation_timestamp: meta.creation_timestamp,
             deletion_timestamp: meta.deletion_timestamp,
@@ -69,15 +69,20 @@ impl SlimMeta {
     pub fn annotation(&self, key: &str) -> Option<&str> {
         self.annotations.as_ref().and_then(|a| a.get(key))
     }
+
+    /// A label's shared value, for readers that keep it.
+    pub fn label_shared(&self, key: &str) -> Option<&Arc<str>> {
+        self.labels.as_ref().and_then(|l| l.get_shared(key))
+    }
 }
 
 impl From<&SlimMeta> for ObjectMeta {
     /// The typed metadata with what the record keeps.
     fn from(meta: &SlimMeta) -> Self {
         ObjectMeta {
-            name: meta.name.clone(),
+            name: meta.name.as_deref().map(str::to_string),
             namespace: meta.namespace.as_deref().map(str::to_string),
-            uid: meta.uid.clone(),
+            uid: meta.uid.as_deref().map(str::to_string),
             resource_version: meta.resource_version.clone(),
             creation_timestamp: meta.creation_timestamp.clone(),
             deletion_timestamp: meta.deletion_timestamp.clone(),
@@ -140,10 +145,15 @@ impl Tags {
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
+        self.get_shared(key).map(AsRef::as_ref)
+    }
+
+    /// The shared value of `key`, for readers that keep it.
+    pub fn get_shared(&self, key: &str) -> Option<&Arc<str>> {
         self.0
             .binary_search_by(|(k, _)| k.as_ref().cmp(key))
             .ok()
-            .map(|i| self.0[i].1.as_ref())
+            .map(|i| &self.0[i].1)
     }
 
     /// Sets `key` to `value` (tests and tools that edit a record; not interned).

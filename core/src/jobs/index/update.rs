@@ -86,7 +86,7 @@ impl ExecutorIndex {
             Vec::new()
         } else {
             (0..self.jobs.len())
-                .filter(|&i| touched.contains(self.jobs[i].uid.as_str()))
+                .filter(|&i| touched.contains(self.jobs[i].uid.as_ref()))
                 .filter(|i| dropped.binary_search(i).is_err())
                 .collect()
         };
@@ -158,8 +158,8 @@ impl ExecutorIndex {
         options: &Options,
     ) -> Children<'a> {
         let known: HashMap<&str, &[Arc<SlimPod>]> = (dropped.iter().map(|&i| &self.jobs[i]))
-            .filter(|e| !touched.contains(e.uid.as_str()))
-            .map(|e| (e.uid.as_str(), e.pods.as_slice()))
+            .filter(|e| !touched.contains(e.uid.as_ref()))
+            .map(|e| (e.uid.as_ref(), e.pods.as_slice()))
             .collect();
         let mut children = Children::new();
         let mut wanted = BTreeSet::new();
@@ -184,7 +184,7 @@ impl ExecutorIndex {
     /// Drops `patch.dropped`, places `patch.fresh` and brings the lists and busy nodes up to date.
     fn apply(&mut self, patch: Patch) {
         let Patch { dropped, fresh } = patch;
-        let mut nodes: BTreeSet<String> = BTreeSet::new();
+        let mut nodes: BTreeSet<Arc<str>> = BTreeSet::new();
         for &i in &dropped {
             nodes.insert(self.jobs[i].node.clone());
             self.unlist(i);
@@ -275,7 +275,7 @@ impl ExecutorIndex {
             .flatten()
             .any(|&i| self.jobs[i].is_unfinished());
         if busy {
-            self.busy_nodes.insert(node.to_string());
+            self.busy_nodes.insert(Arc::from(node));
         } else {
             self.busy_nodes.remove(node);
         }

@@ -86,7 +86,7 @@ pub struct SlimTemplateSpec {
 
 impl From<Job> for SlimJob {
     fn from(job: Job) -> Self {
-        SlimJob::new(job, &mut Interner::default())
+        SlimJob::new(job, &mut Interner::passthrough())
     }
 }
 

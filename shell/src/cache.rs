@@ -247,7 +247,7 @@ pub struct CachedJob(pub Arc<SlimJob>);
 impl CachedJob {
     /// Strips `job` and keeps its compact record.
     pub fn new(job: Job) -> Self {
-        Self::interned(job, &mut Interner::default())
+        Self::interned(job, &mut Interner::passthrough())
     }
 
     /// Strips `job` and keeps its compact record, its label and annotation texts shared with

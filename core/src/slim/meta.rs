@@ -197,7 +197,7 @@ impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Tags {
             .into_iter()
             .map(|(k, v)| (k.into(), v.into()))
             .collect();
-        Tags::new(map, &mut Interner::default())
+        Tags::new(map, &mut Interner::passthrough())
     }
 }
 
@@ -224,7 +224,7 @@ impl<'de> Deserialize<'de> for Tags {
                 while let Some((k, v)) = access.next_entry::<String, String>()? {
                     map.insert(k, v);
                 }
-                Ok(Tags::new(map, &mut Interner::default()))
+                Ok(Tags::new(map, &mut Interner::passthrough()))
             }
         }
         deserializer.deserialize_map(TagsVisitor)
@@ -238,14 +238,28 @@ impl<'de> Deserialize<'de> for Tags {
 pub struct Interner {
     texts: HashSet<Arc<str>>,
     sweep_at: usize,
+    /// Hands out a fresh copy of every text instead (one record built on its own).
+    passthrough: bool,
 }
 
 /// The set size below which the interner never sweeps.
 const MIN_SWEEP: usize = 1024;
 
 impl Interner {
+    /// An interner that shares nothing: for a record built on its own, where a set would only
+    /// cost an allocation.
+    pub fn passthrough() -> Self {
+        Interner {
+            passthrough: true,
+            ..Interner::default()
+        }
+    }
+
     /// The shared copy of `text`.
     pub fn intern(&mut self, text: &str) -> Arc<str> {
+        if self.passthrough {
+            return Arc::from(text);
+        }
         if let Some(shared) = self.texts.get(text) {
             return Arc::clone(shared);
         }
@@ -291,6 +305,14 @@ mod tests {
             (a.get("n"), b.get("n"), a.get("z")),
             (Some("x"), Some("y"), None)
         );
+    }
+
+    #[test]
+    fn a_passthrough_interner_keeps_nothing() {
+        let mut interner = Interner::passthrough();
+        let (a, b) = (interner.intern("x"), interner.intern("x"));
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert!(interner.is_empty());
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub use parse_cache::NodeStateCache;
 pub use plan::{MetricSample, Plan};
 pub use slim::{
     Identity, Interner, SlimContainerStatus, SlimJob, SlimJobCondition, SlimJobStatus, SlimMeta,
-    SlimPod, SlimPodStatus, Tags,
+    SlimPod, SlimPodStatus, Tagged, Tags,
 };
 pub use snapshot::{ClusterInfo, Snapshot, shared};
 

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::{Deserialize, Serialize};
 
-pub use meta::{Identity, Interner, SlimMeta, Tags};
+pub use meta::{Identity, Interner, SlimMeta, Tagged, Tags};
 pub use status::{SlimJobCondition, SlimJobStatus};
 
 mod meta;

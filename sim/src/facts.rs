@@ -2,8 +2,7 @@
 
 use k8s_openapi::api::batch::v1::{Job, JobStatus};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use nodewright_core::{SlimJob, SlimJobStatus, SlimMeta};
+use nodewright_core::{SlimJob, SlimJobStatus, Tagged};
 use nodewright_crds::{NodeState, NodeWright, keys};
 
 /// The parts of a Job the facts read: from a stored [`Job`] or a snapshot's [`SlimJob`].
@@ -18,12 +17,6 @@ pub trait JobLike {
     fn condition_true(&self, kind: &str) -> bool;
     /// The template's `nodeName`.
     fn template_node(&self) -> Option<&str>;
-}
-
-/// A label (`true`) or annotation of typed metadata.
-fn typed_tag<'a>(m: &'a ObjectMeta, is_label: bool, key: &str) -> Option<&'a str> {
-    let map = if is_label { &m.labels } else { &m.annotations };
-    map.as_ref()?.get(key).map(String::as_str)
 }
 
 /// Whether a typed status has condition `kind` with status `True`.
@@ -41,25 +34,16 @@ fn slim_condition(status: &Option<SlimJobStatus>, kind: &str) -> bool {
         .is_some_and(|s| s.condition_true(kind).is_some())
 }
 
-/// A label (`true`) or annotation of a record's metadata.
-fn slim_tag<'a>(m: &'a SlimMeta, is_label: bool, key: &str) -> Option<&'a str> {
-    if is_label {
-        m.label(key)
-    } else {
-        m.annotation(key)
-    }
-}
-
 // One body for both forms: the record keeps the Job's field paths.
 macro_rules! joblike_impls {
-    ($($t:ty => $tag:ident, $condition:ident),+) => {$(
+    ($($t:ty => $condition:ident),+) => {$(
         impl JobLike for $t {
             fn label(&self, key: &str) -> Option<&str> {
-                $tag(&self.metadata, true, key)
+                Tagged::label(&self.metadata, key)
             }
 
             fn annotation(&self, key: &str) -> Option<&str> {
-                $tag(&self.metadata, false, key)
+                Tagged::annotation(&self.metadata, key)
             }
 
             fn deleting(&self) -> bool {
@@ -81,8 +65,8 @@ macro_rules! joblike_impls {
 }
 
 joblike_impls!(
-    Job => typed_tag, typed_condition,
-    SlimJob => slim_tag, slim_condition
+    Job => typed_condition,
+    SlimJob => slim_condition
 );
 
 macro_rules! job_like_through {

@@ -17,7 +17,7 @@ use super::index::ExecutorJob;
 use super::naming::package_label;
 use super::quantity::same_value;
 use crate::Options;
-use crate::slim::SlimJob;
+use crate::slim::{SlimJob, Tagged};
 
 /// The parts of a Job the comparisons read, from a Job the builder produced ([`Job`]) or one of
 /// the snapshot ([`SlimJob`]).
@@ -32,19 +32,16 @@ pub trait JobParts {
     fn init_containers(&self) -> &[Container];
 }
 
-// One body for both forms: the record keeps the Job's spec field paths; `$meta` reads a label
-// or annotation map.
+// One body for both forms: the record keeps the Job's field paths.
 macro_rules! jobparts_impls {
-    ($($t:ty => $get:expr),+) => {$(
+    ($($t:ty),+) => {$(
         impl JobParts for $t {
             fn label(&self, key: &str) -> Option<&str> {
-                let get: for<'a> fn(&'a Self, bool, &str) -> Option<&'a str> = $get;
-                get(self, true, key)
+                Tagged::label(&self.metadata, key)
             }
 
             fn annotation(&self, key: &str) -> Option<&str> {
-                let get: for<'a> fn(&'a Self, bool, &str) -> Option<&'a str> = $get;
-                get(self, false, key)
+                Tagged::annotation(&self.metadata, key)
             }
 
             fn deadlines(&self) -> Option<(Option<i64>, Option<i64>)> {
@@ -68,25 +65,7 @@ macro_rules! jobparts_impls {
     )+};
 }
 
-jobparts_impls!(
-    Job => |job, is_label, key| {
-        let m = &job.metadata;
-        let map = if is_label { &m.labels } else { &m.annotations };
-        map.as_ref()?.get(key).map(String::as_str)
-    },
-    SlimJob => |job, is_label, key| {
-        let m = &job.metadata;
-        if is_label { m.label(key) } else { m.annotation(key) }
-    }
-);
-
-fn annotation<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
-    job.annotation(key)
-}
-
-fn label<'a>(job: &'a impl JobParts, key: &str) -> Option<&'a str> {
-    job.label(key)
-}
+jobparts_impls!(Job, SlimJob);
 
 /// The deadline a Job carries: the template's `activeDeadlineSeconds` for package Jobs, the
 /// Job-level one for interrupt Jobs; an absent field counts as 0 (04 §6.6 item 3).
@@ -94,7 +73,7 @@ pub fn job_deadline(job: &impl JobParts) -> i64 {
     let Some((job_level, template)) = job.deadlines() else {
         return 0;
     };
-    if label(job, keys::LABEL_INTERRUPT) == Some("True") {
+    if job.label(keys::LABEL_INTERRUPT) == Some("True") {
         job_level.unwrap_or(0)
     } else {
         template.unwrap_or(0)
@@ -104,18 +83,18 @@ pub fn job_deadline(job: &impl JobParts) -> i64 {
 /// Compares an existing Job with the Job the builder produces now (same kind and stage):
 /// fingerprint when the existing Job has one, else the reference template comparison.
 pub fn executor_matches(existing: &SlimJob, expected: &Job) -> bool {
-    if label(existing, keys::PACKAGE) != label(expected, keys::PACKAGE) {
+    if existing.label(keys::PACKAGE) != expected.label(keys::PACKAGE) {
         return false;
     }
-    match annotation(existing, keys::EXECUTOR_FINGERPRINT) {
-        Some(fp) => Some(fp) == annotation(expected, keys::EXECUTOR_FINGERPRINT),
+    match existing.annotation(keys::EXECUTOR_FINGERPRINT) {
+        Some(fp) => Some(fp) == expected.annotation(keys::EXECUTOR_FINGERPRINT),
         None => template_matches(existing, expected),
     }
 }
 
 /// The reference comparison of 03 §4.1 on two pod templates.
 fn template_matches(existing: &SlimJob, expected: &Job) -> bool {
-    let interrupt = label(existing, keys::LABEL_INTERRUPT) == Some("True");
+    let interrupt = existing.label(keys::LABEL_INTERRUPT) == Some("True");
     let limit_ranger = existing
         .spec
         .as_ref()
@@ -360,5 +339,5 @@ pub fn timed_out_still_matches_with(
 
 /// True when the package label of `job` equals `<name>-<version>`.
 pub fn label_is(job: &impl JobParts, name: &str, version: &str) -> bool {
-    label(job, keys::PACKAGE) == Some(package_label(name, version).as_str())
+    job.label(keys::PACKAGE) == Some(package_label(name, version).as_str())
 }

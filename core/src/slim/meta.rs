@@ -129,6 +129,34 @@ macro_rules! identity_impls {
 
 identity_impls!(ObjectMeta, SlimMeta);
 
+/// Labels and annotations as readers see them, from typed metadata or a record's.
+pub trait Tagged {
+    /// A label value.
+    fn label(&self, key: &str) -> Option<&str>;
+    /// An annotation value.
+    fn annotation(&self, key: &str) -> Option<&str>;
+}
+
+impl Tagged for ObjectMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        self.annotations.as_ref()?.get(key).map(String::as_str)
+    }
+}
+
+impl Tagged for SlimMeta {
+    fn label(&self, key: &str) -> Option<&str> {
+        SlimMeta::label(self, key)
+    }
+
+    fn annotation(&self, key: &str) -> Option<&str> {
+        SlimMeta::annotation(self, key)
+    }
+}
+
 /// Labels or annotations as key/value pairs sorted by key, each text a shared string.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tags(Box<[(Arc<str>, Arc<str>)]>);

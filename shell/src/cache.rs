@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, Lookup, Store};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::watcher::watcher;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
@@ -329,6 +329,18 @@ macro_rules! lookup {
 
             fn uid(&self) -> Option<Cow<'_, str>> {
                 Identity::uid(meta_of(self, $meta)).map(Cow::Borrowed)
+            }
+
+            /// The store key: name and namespace only. The store compares keys by these alone,
+            /// so the key does not keep its own copy of the uid and resourceVersion (the object
+            /// has them), and a nameless object is keyed by the empty name instead of panicking.
+            fn to_object_ref(&self, dyntype: ()) -> ObjectRef<Self> {
+                let meta = meta_of(self, $meta);
+                let key = ObjectRef::new_with(Identity::name(meta).unwrap_or_default(), dyntype);
+                match Identity::namespace(meta) {
+                    Some(namespace) => key.within(namespace),
+                    None => key,
+                }
             }
         }
     };
@@ -740,5 +752,56 @@ mod scale {
             s.nodes.len(),
             started.elapsed()
         );
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job(metadata: serde_json::Value) -> CachedJob {
+        CachedJob::new(serde_json::from_value(json!({ "metadata": metadata })).unwrap_or_default())
+    }
+
+    #[test]
+    fn store_keys_hold_name_and_namespace_only() {
+        let j = job(
+            json!({"namespace": "nodewright", "name": "a", "uid": "u1", "resourceVersion": "7"}),
+        );
+        let key = j.to_object_ref(());
+        assert_eq!(
+            (key.name.as_str(), key.namespace.as_deref()),
+            ("a", Some("nodewright"))
+        );
+        assert_eq!((key.extra.uid, key.extra.resource_version), (None, None));
+        // The object keeps its identity for the readers that check it (D28 forgetting).
+        assert_eq!(
+            (j.uid().as_deref(), j.resource_version().as_deref()),
+            (Some("u1"), Some("7"))
+        );
+        let (reader, mut writer) = reflector::store::<CachedJob>();
+        writer.apply_watcher_event(&Event::Apply(j));
+        let newer = job(
+            json!({"namespace": "nodewright", "name": "a", "uid": "u1", "resourceVersion": "8"}),
+        );
+        writer.apply_watcher_event(&Event::Apply(newer));
+        assert_eq!(
+            reader.state().len(),
+            1,
+            "a newer version replaces the held one"
+        );
+        let held = reader.get(&ObjectRef::new("a").within("nodewright"));
+        assert_eq!(
+            held.and_then(|h| h.resource_version().map(|v| v.to_string()))
+                .as_deref(),
+            Some("8")
+        );
+    }
+
+    #[test]
+    fn a_nameless_object_is_keyed_without_panicking() {
+        let key = job(json!({"namespace": "nodewright"})).to_object_ref(());
+        assert_eq!(key.name, "");
     }
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use nodewright_core::{DeletionReason, EventSpec, ObjectRef};
 use nodewright_crds::{GROUP, VERSION};
+use sha2::{Digest, Sha256};
 use tracing::warn;
 
 use super::port::ClusterPort;
@@ -34,8 +35,29 @@ pub struct EventRecorder {
 /// When each event key was last emitted, and when expired keys were last forgotten.
 #[derive(Debug, Default)]
 struct Recent {
-    at: HashMap<String, Duration>,
+    at: HashMap<EventKey, Duration>,
     pruned: Duration,
+}
+
+/// What makes two Events the same for de-duplication: the first 16 bytes of the SHA-256 of
+/// their kind, object name, reason, action and message, so a rollout's thousands of remembered
+/// Events do not each keep their message text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct EventKey([u8; 16]);
+
+impl EventKey {
+    /// The key of `parts`, each length-prefixed so that no two part lists share a digest input.
+    fn of(parts: &[&str]) -> Self {
+        let mut hasher = Sha256::new();
+        for part in parts {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let digest = hasher.finalize();
+        let mut key = [0; 16];
+        key.copy_from_slice(&digest[..16]);
+        EventKey(key)
+    }
 }
 
 impl EventRecorder {
@@ -48,7 +70,7 @@ impl EventRecorder {
     }
 
     /// True when `key` was not emitted within the window before `now` (monotonic).
-    fn first_recently(&self, key: String, now: Duration) -> bool {
+    fn first_recently(&self, key: EventKey, now: Duration) -> bool {
         // A poisoned lock only means another emitter panicked; the map is still usable.
         let mut recent = self.recent.lock().unwrap_or_else(|p| p.into_inner());
         if now.saturating_sub(recent.pruned) >= PRUNE_EVERY {
@@ -72,10 +94,8 @@ impl EventRecorder {
 impl<P: ClusterPort> Interpreter<P> {
     /// Emits the event of an [`nodewright_core::Effect::Event`].
     pub async fn emit(&self, spec: &EventSpec) -> Outcome {
-        let key = format!(
-            "{}/{}/{}/{}/{}",
-            spec.regarding.kind, spec.regarding.name, spec.reason, spec.action, spec.message
-        );
+        let r = &spec.regarding;
+        let key = EventKey::of(&[&r.kind, &r.name, &spec.reason, &spec.action, &spec.message]);
         if !self.events.first_recently(key, self.port.elapsed()) {
             return Outcome::Noop;
         }
@@ -191,23 +211,33 @@ mod tests {
     #[test]
     fn an_event_repeats_only_after_the_window() {
         let r = EventRecorder::new("op");
-        assert!(r.first_recently("a".into(), secs(1000)));
+        assert!(r.first_recently(EventKey::of(&["a"]), secs(1000)));
         // This call prunes; "a" is still inside the window and stays remembered.
-        assert!(!r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW - secs(1)));
+        assert!(!r.first_recently(EventKey::of(&["a"]), secs(1000) + DEDUP_WINDOW - secs(1)));
         // Within PRUNE_EVERY of that prune "a" is still in the map, yet expired: emitted again.
-        assert!(r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW));
-        assert!(!r.first_recently("a".into(), secs(1000) + DEDUP_WINDOW + secs(1)));
+        assert!(r.first_recently(EventKey::of(&["a"]), secs(1000) + DEDUP_WINDOW));
+        assert!(!r.first_recently(EventKey::of(&["a"]), secs(1000) + DEDUP_WINDOW + secs(1)));
+    }
+
+    #[test]
+    fn event_keys_tell_apart_parts_split_differently() {
+        assert_eq!(EventKey::of(&["Job", "a"]), EventKey::of(&["Job", "a"]));
+        assert_ne!(EventKey::of(&["ab", "c"]), EventKey::of(&["a", "bc"]));
+        assert_ne!(EventKey::of(&["a/b"]), EventKey::of(&["a", "b"]));
     }
 
     #[test]
     fn expired_keys_are_forgotten_in_bulk() {
         let r = EventRecorder::new("op");
         for i in 0..5_000u64 {
-            assert!(r.first_recently(format!("k{i}"), secs(1000) + Duration::from_millis(i)));
+            assert!(r.first_recently(
+                EventKey::of(&[&format!("k{i}")]),
+                secs(1000) + Duration::from_millis(i)
+            ));
         }
         assert_eq!(remembered(&r), 5_000);
         // One key after the window: the next prune forgets all 5,000.
-        assert!(r.first_recently("late".into(), secs(1000) + DEDUP_WINDOW + secs(6)));
+        assert!(r.first_recently(EventKey::of(&["late"]), secs(1000) + DEDUP_WINDOW + secs(6)));
         assert_eq!(remembered(&r), 1);
     }
 }

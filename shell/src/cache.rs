@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, NodeStatus, NodeSystemInfo, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
@@ -386,11 +386,29 @@ pub fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
-/// Drops managedFields and the (large) image list of a node.
+/// Drops managedFields and all of a node's status but the boot id (read by reboot detection)
+/// and the condition types and statuses (whose changes start a pass): the core reads nothing
+/// else of it, and a GPU node's status (images, capacity, addresses, volumes) is most of its size.
 pub fn strip_node(node: &mut Node) {
     strip_meta(node);
-    if let Some(status) = node.status.as_mut() {
-        status.images = None;
+    if let Some(status) = node.status.take() {
+        node.status = Some(NodeStatus {
+            node_info: status.node_info.map(|info| NodeSystemInfo {
+                boot_id: info.boot_id,
+                ..NodeSystemInfo::default()
+            }),
+            conditions: status.conditions.map(|conditions| {
+                conditions
+                    .into_iter()
+                    .map(|c| NodeCondition {
+                        type_: c.type_,
+                        status: c.status,
+                        ..NodeCondition::default()
+                    })
+                    .collect()
+            }),
+            ..NodeStatus::default()
+        });
     }
 }
 

@@ -265,10 +265,20 @@ impl Slim for Pod {
 }
 
 impl Slim for Node {
-    /// Nodes without managedFields and the image list.
+    /// Nodes without managedFields and with only the boot id and the condition types and
+    /// statuses of their status (what [`super::strip_node`] keeps).
     const RULE: Rule = Rule::Except(&[
         ("metadata", META),
-        ("status", Rule::Except(&[("images", Rule::Skip)])),
+        (
+            "status",
+            Rule::Only(&[
+                ("nodeInfo", Rule::Only(&[("bootID", Rule::Keep)])),
+                (
+                    "conditions",
+                    Rule::Only(&[("type", Rule::Keep), ("status", Rule::Keep)]),
+                ),
+            ]),
+        ),
     ]);
 }
 

@@ -190,11 +190,16 @@ fn nodes_config_maps_and_pdbs_match_whole_decode() {
                    "allocatable": {"cpu": "4"}}
     }));
     let n = same::<Node>(&node.to_string(), strip_node);
-    assert!(
-        n.status
-            .as_ref()
-            .is_some_and(|s| s.images.is_none() && s.node_info.is_some())
+    let status = n.status.unwrap_or_default();
+    assert!(status.images.is_none() && status.allocatable.is_none());
+    let info = status.node_info.unwrap_or_default();
+    assert_eq!((info.boot_id.as_str(), info.machine_id.as_str()), ("b", ""));
+    let conditions = status.conditions.unwrap_or_default();
+    assert_eq!(
+        (conditions[0].type_.as_str(), conditions[0].status.as_str()),
+        ("Ready", "True")
     );
+    assert!(conditions[0].last_heartbeat_time.is_none());
     let cm = with_extras(json!({"metadata": {"name": "c", "namespace": NS}, "data": {"k": "v"}}));
     same::<ConfigMap>(&cm.to_string(), strip_meta);
     let pdb = with_extras(

@@ -462,3 +462,53 @@ fn r2_5_metadata_config_map_upserted_only_when_data_differs() {
     snap.config_maps.push(existing.into());
     assert!(jobs::upsert_if_changed(&snap, desired).is_none());
 }
+
+/// D29: a node-metadata ConfigMap held as digests is up to date exactly when the data the core
+/// would write has those digests; any changed value is rewritten.
+#[test]
+fn d29_digested_metadata_config_map_is_rewritten_only_when_data_differs() {
+    let nw = demo();
+    let n = node("worker-1", None);
+    let desired = jobs::node_metadata_config_map(&nw, &n, &options());
+    let mut held = desired.clone();
+    jobs::configmap::digest_node_metadata(&mut held);
+    let digests = held.data.clone().unwrap_or_default();
+    assert!(
+        digests
+            .values()
+            .all(|v| v.starts_with("sha256:") && v.len() == 71)
+    );
+    assert_eq!(
+        held.metadata.annotations.as_ref().unwrap()[jobs::configmap::DATA_DIGESTS],
+        "sha256"
+    );
+    let mut snap = snapshot(nw.clone(), vec![n.clone()], vec![], vec![]);
+    snap.config_maps.push(held.into());
+    assert!(jobs::upsert_if_changed(&snap, desired.clone()).is_none());
+    let mut changed = n.clone();
+    changed.metadata.labels = Some([("gpu".to_string(), "a100".to_string())].into());
+    let newer = jobs::node_metadata_config_map(&nw, &changed, &options());
+    assert!(jobs::upsert_if_changed(&snap, newer).is_some());
+}
+
+/// D29: only node-metadata ConfigMaps are kept as digests; a package ConfigMap keeps its data,
+/// and a digest mark on a ConfigMap without the node-metadata label is not trusted.
+#[test]
+fn d29_only_node_metadata_config_maps_are_digested() {
+    let nw = demo();
+    let pkg = nw.spec.packages.values().next().unwrap().clone();
+    let mut package = jobs::package_config_map(&nw, &pkg, &options());
+    package.data = Some([("k".to_string(), "v".to_string())].into());
+    let before = package.clone();
+    jobs::configmap::digest_node_metadata(&mut package);
+    assert_eq!(package, before);
+    package
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(jobs::configmap::DATA_DIGESTS.into(), "sha256".into());
+    let marked = std::sync::Arc::new(package);
+    assert!(jobs::configmap::value_matches(&marked, "v", "v"));
+    let desired = [("k".to_string(), "v".to_string())].into();
+    assert!(jobs::configmap::data_matches(&marked, &desired));
+}

@@ -140,7 +140,7 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
         Api::namespaced(client.clone(), namespace),
         all.clone(),
         trigger,
-        stripped(strip_meta),
+        stripped(strip_config_map),
         always,
         None,
     );
@@ -386,9 +386,17 @@ pub fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// Drops managedFields and keeps a node-metadata ConfigMap's data as digests (D29,
+/// [`nodewright_core::jobs::configmap::digest_node_metadata`]).
+pub fn strip_config_map(cm: &mut ConfigMap) {
+    strip_meta(cm);
+    nodewright_core::jobs::configmap::digest_node_metadata(cm);
+}
+
 /// Drops managedFields and all of a node's status but the boot id (read by reboot detection)
-/// and the condition types and statuses (whose changes start a pass): the core reads nothing
-/// else of it, and a GPU node's status (images, capacity, addresses, volumes) is most of its size.
+/// and the conditions without their timestamps (the core compares its own conditions' status,
+/// reason and message; readiness changes start a pass): it reads nothing else of the status, and
+/// a GPU node's status (images, capacity, addresses, volumes) is most of its size.
 pub fn strip_node(node: &mut Node) {
     strip_meta(node);
     if let Some(status) = node.status.take() {
@@ -403,6 +411,8 @@ pub fn strip_node(node: &mut Node) {
                     .map(|c| NodeCondition {
                         type_: c.type_,
                         status: c.status,
+                        reason: c.reason,
+                        message: c.message,
                         ..NodeCondition::default()
                     })
                     .collect()

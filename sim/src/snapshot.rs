@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
-use nodewright_shell::cache::{CachedJob, CachedPod, assemble, strip_meta, strip_node};
+use nodewright_shell::cache::{
+    CachedJob, CachedPod, assemble, strip_config_map, strip_meta, strip_node,
+};
 
 use crate::objects::Objects;
 
@@ -70,7 +72,11 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
         .config_maps
         .values()
         .filter(|c| in_ns(&c.metadata.namespace))
-        .map(stripped!())
+        .map(|c| {
+            let mut c = c.clone();
+            strip_config_map(&mut c);
+            Arc::new(c)
+        })
         .collect();
     assemble(base, pods, config_maps)
 }

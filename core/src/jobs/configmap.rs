@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use nodewright_crds::node_state::go_html_escape;
 use nodewright_crds::{NodeWright, Package, keys};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use super::builder::owner_reference;
 use super::naming;
@@ -135,6 +136,76 @@ pub fn package_config_map(nw: &NodeWright, pkg: &Package, options: &Options) -> 
     }
 }
 
+/// D29: annotation on a held node-metadata ConfigMap whose data values are digests
+/// ([`data_digest`]) of the values in the cluster; the operator's cache sets it.
+pub const DATA_DIGESTS: &str = "nodewright.nvidia.com/data-digests";
+
+/// D29: the digest form of a ConfigMap data value, `sha256:<hex>`.
+pub fn data_digest(value: &str) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in Sha256::digest(value.as_bytes()) {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// D29: keeps a node-metadata ConfigMap (labelled `<P>/skyhook-node-meta`) as the core reads it:
+/// each data value replaced by its digest and [`DATA_DIGESTS`] set. The core only compares that
+/// data with what it would write, and the node's annotations and labels it copies are most of a
+/// node's size. Any other ConfigMap is left as it is.
+pub fn digest_node_metadata(cm: &mut ConfigMap) {
+    let meta = &mut cm.metadata;
+    if !meta
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(keys::NODE_META))
+    {
+        return;
+    }
+    meta.annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(DATA_DIGESTS.to_string(), "sha256".to_string());
+    for value in cm.data.iter_mut().flat_map(|d| d.values_mut()) {
+        *value = data_digest(value);
+    }
+}
+
+/// Whether `held` keeps its data as digests (D29): a node-metadata ConfigMap marked by the cache.
+fn is_digested(held: &ConfigMap) -> bool {
+    let meta = &held.metadata;
+    meta.labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(keys::NODE_META))
+        && meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.get(DATA_DIGESTS).is_some_and(|v| v == "sha256"))
+}
+
+/// Whether the value `held` of the held ConfigMap `cm` is `desired` (by digest when `cm` is
+/// digested, D29).
+pub fn value_matches(cm: &ConfigMap, held: &str, desired: &str) -> bool {
+    if is_digested(cm) {
+        held == data_digest(desired)
+    } else {
+        held == desired
+    }
+}
+
+/// Whether the held ConfigMap `cm` has exactly the data `desired` (same keys, each value
+/// matching by [`value_matches`]).
+pub fn data_matches(cm: &ConfigMap, desired: &BTreeMap<String, String>) -> bool {
+    let empty = BTreeMap::new();
+    let held = cm.data.as_ref().unwrap_or(&empty);
+    held.len() == desired.len()
+        && held
+            .iter()
+            .zip(desired)
+            .all(|((hk, hv), (dk, dv))| hk == dk && value_matches(cm, hv, dv))
+}
+
 /// `UpsertConfigMap` when the snapshot has no ConfigMap of that name or its data differs;
 /// `None` when it is already up to date (only written when data differs, 02 §13.10).
 pub fn upsert_if_changed(snapshot: &Snapshot, desired: ConfigMap) -> Option<Effect> {
@@ -144,11 +215,7 @@ pub fn upsert_if_changed(snapshot: &Snapshot, desired: ConfigMap) -> Option<Effe
         .find(|cm| cm.metadata.name == desired.metadata.name);
     let empty = BTreeMap::new();
     match existing {
-        Some(cm)
-            if cm.data.as_ref().unwrap_or(&empty) == desired.data.as_ref().unwrap_or(&empty) =>
-        {
-            None
-        }
+        Some(cm) if data_matches(cm, desired.data.as_ref().unwrap_or(&empty)) => None,
         Some(cm) => Some(Effect::UpsertConfigMap {
             expect_resource_version: cm.metadata.resource_version.clone(),
             config_map: Box::new(desired),

@@ -113,7 +113,7 @@ fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
             .data
             .as_ref()
             .and_then(|d| d.get("packages.json"))
-            .is_some_and(|current| *current != packages_json);
+            .is_some_and(|current| !jobs::configmap::value_matches(cm, current, &packages_json));
         if let (true, Some(node)) = (stale, node.and_then(|n| ctx.node(n))) {
             let desired = jobs::configmap::node_metadata_config_map(v.nw, node, ctx.opts);
             effects.push(Effect::UpsertConfigMap {

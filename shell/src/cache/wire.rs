@@ -265,8 +265,8 @@ impl Slim for Pod {
 }
 
 impl Slim for Node {
-    /// Nodes without managedFields and with only the boot id and the condition types and
-    /// statuses of their status (what [`super::strip_node`] keeps).
+    /// Nodes without managedFields and with only the boot id and the conditions (without their
+    /// timestamps) of their status (what [`super::strip_node`] keeps).
     const RULE: Rule = Rule::Except(&[
         ("metadata", META),
         (
@@ -275,7 +275,12 @@ impl Slim for Node {
                 ("nodeInfo", Rule::Only(&[("bootID", Rule::Keep)])),
                 (
                     "conditions",
-                    Rule::Only(&[("type", Rule::Keep), ("status", Rule::Keep)]),
+                    Rule::Only(&[
+                        ("type", Rule::Keep),
+                        ("status", Rule::Keep),
+                        ("reason", Rule::Keep),
+                        ("message", Rule::Keep),
+                    ]),
                 ),
             ]),
         ),

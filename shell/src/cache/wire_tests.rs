@@ -183,7 +183,8 @@ fn nodes_config_maps_and_pdbs_match_whole_decode() {
         "metadata": {"name": "n1", "labels": {"a": "1"}, "annotations": {"nodewright.nvidia.com/x": "{}"}},
         "spec": {"taints": [{"key": "k", "effect": "NoSchedule"}], "unschedulable": true},
         "status": {"images": [{"names": ["a@sha256:1", "a:1"], "sizeBytes": 100}],
-                   "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
+                   "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+                                   "lastHeartbeatTime": "2026-01-01T00:00:00Z"}],
                    "nodeInfo": {"bootID": "b", "machineID": "m", "systemUUID": "s", "kernelVersion": "k",
                                 "osImage": "o", "containerRuntimeVersion": "c", "kubeletVersion": "v",
                                 "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
@@ -199,6 +200,9 @@ fn nodes_config_maps_and_pdbs_match_whole_decode() {
         (conditions[0].type_.as_str(), conditions[0].status.as_str()),
         ("Ready", "True")
     );
+    // The core compares its own conditions' reason and message (emit.rs, §12.5).
+    assert_eq!(conditions[0].reason.as_deref(), Some("KubeletReady"));
+    assert_eq!(conditions[0].message.as_deref(), Some("ok"));
     assert!(conditions[0].last_heartbeat_time.is_none());
     let cm = with_extras(json!({"metadata": {"name": "c", "namespace": NS}, "data": {"k": "v"}}));
     same::<ConfigMap>(&cm.to_string(), strip_meta);

@@ -55,7 +55,9 @@ impl SlimMeta {
             resource_version: meta.resource_version,
             creation_timestamp: meta.creation_timestamp,
             deletion_timestamp: meta.deletion_timestamp,
-            labels: meta.labels.map(|m| Tags::new(m, interner)),
+            // A Job's labels name its node, so no two Jobs share them; its annotations
+            // (fingerprint, package, resource id) are the same on every node of a stage.
+            labels: meta.labels.map(|m| Tags::with_texts(m, interner)),
             annotations: meta.annotations.map(|m| Tags::new(m, interner)),
         }
     }
@@ -157,18 +159,38 @@ impl Tagged for SlimMeta {
     }
 }
 
-/// Labels or annotations as key/value pairs sorted by key, each text a shared string.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Tags(Box<[(Arc<str>, Arc<str>)]>);
+/// Key/value pairs sorted by key, each text a shared string.
+type Pairs = [(Arc<str>, Arc<str>)];
+
+/// Labels or annotations as key/value pairs sorted by key, each text a shared string; equal
+/// sets of pairs may share one slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tags(Arc<Pairs>);
+
+impl Default for Tags {
+    fn default() -> Self {
+        Tags(Arc::new([]))
+    }
+}
 
 impl Tags {
-    /// The pairs of `map` (already sorted by key), texts shared through `interner`.
+    /// The pairs of `map` (already sorted by key): texts and the set of pairs shared through
+    /// `interner`.
     pub fn new(map: BTreeMap<String, String>, interner: &mut Interner) -> Self {
-        Tags(
-            map.iter()
-                .map(|(k, v)| (interner.intern(k), interner.intern(v)))
-                .collect(),
-        )
+        let pairs = Self::pairs(map, interner);
+        Tags(interner.intern_pairs(pairs))
+    }
+
+    /// The pairs of `map` with their texts shared through `interner` but a slice of their own
+    /// (for sets that are rarely equal, such as a Job's labels, which name its node).
+    pub fn with_texts(map: BTreeMap<String, String>, interner: &mut Interner) -> Self {
+        Tags(Self::pairs(map, interner).into())
+    }
+
+    fn pairs(map: BTreeMap<String, String>, interner: &mut Interner) -> Vec<(Arc<str>, Arc<str>)> {
+        map.iter()
+            .map(|(k, v)| (interner.intern(k), interner.intern(v)))
+            .collect()
     }
 
     /// The value of `key`.
@@ -194,9 +216,13 @@ impl Tags {
     /// Removes `key`; whether it was present.
     pub fn remove(&mut self, key: &str) -> bool {
         let before = self.0.len();
-        let mut pairs = std::mem::take(&mut self.0).into_vec();
-        pairs.retain(|(k, _)| k.as_ref() != key);
-        self.0 = pairs.into_boxed_slice();
+        let pairs: Vec<_> = self
+            .0
+            .iter()
+            .filter(|(k, _)| k.as_ref() != key)
+            .cloned()
+            .collect();
+        self.0 = pairs.into();
         self.0.len() != before
     }
 
@@ -266,6 +292,9 @@ impl<'de> Deserialize<'de> for Tags {
 pub struct Interner {
     texts: HashSet<Arc<str>>,
     sweep_at: usize,
+    /// Shared sets of pairs ([`Tags::new`]), swept like the texts.
+    pairs: HashSet<Arc<Pairs>>,
+    pairs_sweep_at: usize,
     /// Hands out a fresh copy of every text instead (one record built on its own).
     passthrough: bool,
 }
@@ -297,6 +326,23 @@ impl Interner {
         }
         let shared: Arc<str> = Arc::from(text);
         self.texts.insert(Arc::clone(&shared));
+        shared
+    }
+
+    /// The shared copy of the set `pairs`.
+    fn intern_pairs(&mut self, pairs: Vec<(Arc<str>, Arc<str>)>) -> Arc<Pairs> {
+        if self.passthrough {
+            return pairs.into();
+        }
+        if let Some(shared) = self.pairs.get(pairs.as_slice()) {
+            return Arc::clone(shared);
+        }
+        if self.pairs.len() >= self.pairs_sweep_at.max(MIN_SWEEP) {
+            self.pairs.retain(|p| Arc::strong_count(p) > 1);
+            self.pairs_sweep_at = 2 * self.pairs.len();
+        }
+        let shared: Arc<Pairs> = pairs.into();
+        self.pairs.insert(Arc::clone(&shared));
         shared
     }
 
@@ -333,6 +379,43 @@ mod tests {
             (a.get("n"), b.get("n"), a.get("z")),
             (Some("x"), Some("y"), None)
         );
+    }
+
+    #[test]
+    fn equal_annotation_sets_share_one_slice_and_labels_keep_their_own() {
+        let mut interner = Interner::default();
+        let a = Tags::new(map(&[("k", "v"), ("n", "x")]), &mut interner);
+        let b = Tags::new(map(&[("k", "v"), ("n", "x")]), &mut interner);
+        let c = Tags::new(map(&[("k", "v"), ("n", "y")]), &mut interner);
+        assert!(Arc::ptr_eq(&a.0, &b.0));
+        assert!(!Arc::ptr_eq(&a.0, &c.0));
+        let l = Tags::with_texts(map(&[("k", "v"), ("n", "x")]), &mut interner);
+        assert!(!Arc::ptr_eq(&a.0, &l.0) && Arc::ptr_eq(&a.0[0].1, &l.0[0].1));
+        assert_eq!(a, l, "equal by content");
+        // Editing a shared set leaves the other holders unchanged.
+        let mut edited = b.clone();
+        edited.insert("z", "1");
+        assert!(edited.remove("k"));
+        assert_eq!((a.get("k"), a.get("z")), (Some("v"), None));
+        assert_eq!((edited.get("k"), edited.get("z")), (None, Some("1")));
+    }
+
+    #[test]
+    fn sets_no_record_holds_are_swept_when_the_set_doubles() {
+        let mut interner = Interner::default();
+        let kept = Tags::new(map(&[("kept", "1")]), &mut interner);
+        for i in 0..MIN_SWEEP * 3 {
+            Tags::new(map(&[("gone", &i.to_string())]), &mut interner);
+        }
+        assert!(
+            interner.pairs.len() < MIN_SWEEP * 2,
+            "{} sets kept",
+            interner.pairs.len()
+        );
+        assert!(Arc::ptr_eq(
+            &kept.0,
+            &Tags::new(map(&[("kept", "1")]), &mut interner).0
+        ));
     }
 
     #[test]

@@ -321,8 +321,9 @@ fn executor_index_heap() {
     let index = ExecutorIndex::build(&snapshot, &options);
     let per_job = (in_use() - before) / N;
     println!(
-        "{} Jobs indexed: {per_job} B of index per Job",
-        index.all().len()
+        "{} Jobs indexed: {per_job} B of index per Job (size_of ExecutorJob {} B)",
+        index.all().len(),
+        std::mem::size_of::<nodewright_core::jobs::index::ExecutorJob>()
     );
     assert_eq!(index.all().len(), N);
 }

@@ -174,10 +174,14 @@ impl ExecutorIndex {
             .filter(|j| in_namespace(j.metadata.namespace.as_deref(), options))
             .collect();
         sorted.sort_by(|a, b| job_key(a).cmp(&job_key(b)));
-        let jobs: Vec<ExecutorJob> = sorted
-            .into_iter()
-            .filter_map(|job| read_job(job, &children, &mut parsed))
-            .collect();
+        // Sized up front: the index lives until the next pass changes it, and a collected
+        // vector would keep up to twice the room it needs.
+        let mut jobs: Vec<ExecutorJob> = Vec::with_capacity(sorted.len());
+        jobs.extend(
+            sorted
+                .into_iter()
+                .filter_map(|job| read_job(job, &children, &mut parsed)),
+        );
         let mut index = ExecutorIndex {
             jobs,
             ..Self::default()

@@ -38,6 +38,9 @@ pub struct ExecutorJob {
     pub node: Arc<str>,
     /// `<P>/package` label (`<pkg>-<ver>`), if present (shared with the record).
     pub package_label: Option<Arc<str>>,
+    /// `<P>/executor-fingerprint` annotation, if present (shared with the record): every sweep
+    /// compares it with the spec's.
+    pub fingerprint: Option<Arc<str>>,
     /// Parsed `<P>/package` annotation; `None` when absent or unreadable (04 rule 1.2.5).
     pub package: Option<Arc<PackageAnnotation>>,
     /// The node-state key (`name|version`) of the annotation's package, shared by the Jobs
@@ -342,6 +345,11 @@ fn read_job<'a>(
         nodewright,
         node,
         package_label: meta.label_shared(keys::PACKAGE).cloned(),
+        fingerprint: meta
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get_shared(keys::EXECUTOR_FINGERPRINT))
+            .cloned(),
         invalid: package.as_ref().is_some_and(|p| p.invalid),
         package,
         entry_key,

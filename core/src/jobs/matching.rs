@@ -225,7 +225,7 @@ fn matches_with<'f>(
     if !job.runs(&pkg.name, &pkg.version) {
         return false;
     }
-    match job.annotation(keys::EXECUTOR_FINGERPRINT) {
+    match job.fingerprint.as_deref() {
         Some(fp) => fp == fingerprint_now().as_ref(),
         None => {
             let Some(stage) = job.stage else {

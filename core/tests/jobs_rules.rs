@@ -1561,7 +1561,7 @@ fn d21_rerun_deletion_of_an_earlier_cycle_job_confirms_the_recorded_entry() {
     let sw = jobs::sweep_split(
         &index,
         &demo(),
-        &selected,
+        |n| selected.contains(n),
         |_| Some(&working),
         |_| Some(&recorded),
         &o,

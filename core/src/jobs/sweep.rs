@@ -157,7 +157,14 @@ pub fn sweep_with<'s>(
     state_of: impl Fn(&str) -> Option<&'s NodeState> + Copy,
     options: &Options,
 ) -> Sweep {
-    sweep_split(index, nw, selected, state_of, state_of, options)
+    sweep_split(
+        index,
+        nw,
+        |node| selected.contains(node),
+        state_of,
+        state_of,
+        options,
+    )
 }
 
 /// [`sweep_with`] for a pass that already projected executor outcomes: `state_of` gives the
@@ -168,7 +175,7 @@ pub fn sweep_with<'s>(
 pub fn sweep_split<'s, 'r>(
     index: &ExecutorIndex,
     nw: &NodeWright,
-    selected: &BTreeSet<String>,
+    selected: impl Fn(&str) -> bool,
     state_of: impl Fn(&str) -> Option<&'s NodeState>,
     recorded_of: impl Fn(&str) -> Option<&'r NodeState>,
     options: &Options,
@@ -183,7 +190,7 @@ pub fn sweep_split<'s, 'r>(
     // then put back in Job-name order (position in `jobs`).
     let mut found: Vec<(usize, Vec<Effect>)> = Vec::new();
     for (node, positions) in index.nodes_of(nw_name(nw)) {
-        let is_selected = selected.contains(node);
+        let is_selected = selected(node);
         let state = if is_selected { state_of(node) } else { None };
         for &i in positions {
             let job = &jobs[i];

@@ -3,7 +3,7 @@
 //! the rollout decision, conditions and the `status.nodeState` mirror. R6.1's conditions are in
 //! `conditions.rs`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use nodewright_crds::{NodeState, NodeWrightStatus, Status, keys};
 
@@ -82,28 +82,19 @@ pub fn set_suspend(ctx: &mut Ctx, v: &NwView, suspend: bool) {
 /// R6.4a executor sweep (§7.11) through the jobs seam; true when anything was deleted or
 /// invalidated (the pass ends, and nothing is resumed: B2).
 pub fn sweep(ctx: &mut Ctx, v: &NwView) -> bool {
-    // Only nodes carrying an executor of this NodeWright matter to the sweep (it asks only
-    // whether those nodes are selected).
-    let with_jobs: Vec<&str> = ctx.index.nodes_of(&v.name).map(|(n, _)| n).collect();
-    let selected: BTreeSet<String> = with_jobs
-        .iter()
-        .filter(|n| v.selects(n))
-        .map(|n| n.to_string())
-        .collect();
-    let states: BTreeMap<&str, &NodeState> = with_jobs
-        .iter()
-        .filter_map(|n| ctx.doc(v, n).map(|d| (*n, d)))
-        .collect();
+    // The sweep asks, node by node of the NodeWright's executors, whether the node is selected
+    // and for its working document; both are read in place (no per-pass copies of the fleet).
     // The snapshot's documents: the D21 check of a re-run deletion confirms those, not this
     // pass's projected outcome writes (they are written after the deletion).
     let recorded = |n: &str| v.parsed(n).and_then(|d| d.as_ref().ok()).map(|c| &**c);
+    let working = &*ctx;
     let result = crate::jobs::sweep_split(
-        &ctx.index,
+        &working.index,
         v.nw,
-        &selected,
-        |n| states.get(n).copied(),
+        |n| v.selects(n),
+        |n| working.doc(v, n),
         recorded,
-        ctx.opts,
+        working.opts,
     );
     for e in result.effects {
         if let crate::effect::Effect::DeleteJob { name, .. } = &e {

@@ -482,6 +482,16 @@ fn d29_digested_metadata_config_map_is_rewritten_only_when_data_differs() {
         held.metadata.annotations.as_ref().unwrap()[jobs::configmap::DATA_DIGESTS],
         "sha256"
     );
+    // One desired value against many held ones (the prune's packages.json): by digest where
+    // the held ConfigMap is digested, by text where it is not.
+    let packages = desired.data.as_ref().unwrap()["packages.json"].clone();
+    let value = jobs::configmap::DesiredValue::new(&packages);
+    assert!(value.matches(&held, &digests["packages.json"]));
+    assert!(value.matches(&desired, &packages));
+    assert!(
+        !value.matches(&held, &packages),
+        "a digested ConfigMap holds no text"
+    );
     let mut snap = snapshot(nw.clone(), vec![n.clone()], vec![], vec![]);
     snap.config_maps.push(held.into());
     assert!(jobs::upsert_if_changed(&snap, desired.clone()).is_none());

@@ -187,10 +187,32 @@ fn is_digested(held: &ConfigMap) -> bool {
 /// Whether the value `held` of the held ConfigMap `cm` is `desired` (by digest when `cm` is
 /// digested, D29).
 pub fn value_matches(cm: &ConfigMap, held: &str, desired: &str) -> bool {
-    if is_digested(cm) {
-        held == data_digest(desired)
-    } else {
-        held == desired
+    DesiredValue::new(desired).matches(cm, held)
+}
+
+/// A value the core would write, compared with many held ConfigMaps' values (D29): its digest
+/// is computed once, the first time a digested ConfigMap asks.
+pub struct DesiredValue<'a> {
+    text: &'a str,
+    digest: std::cell::OnceCell<String>,
+}
+
+impl<'a> DesiredValue<'a> {
+    /// The value `text`.
+    pub fn new(text: &'a str) -> Self {
+        DesiredValue {
+            text,
+            digest: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// Whether the value `held` of the held ConfigMap `cm` is this value.
+    pub fn matches(&self, cm: &ConfigMap, held: &str) -> bool {
+        if is_digested(cm) {
+            held == self.digest.get_or_init(|| data_digest(self.text))
+        } else {
+            held == self.text
+        }
     }
 }
 

@@ -98,6 +98,8 @@ fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
     }
     let node_key = format!("{}/Node.name", keys::PREFIX);
     let packages_json = jobs::configmap::packages_json(v.nw, ctx.opts);
+    // Compared with every node's metadata ConfigMap: digested once (D29).
+    let packages = jobs::configmap::DesiredValue::new(&packages_json);
     for cm in labelled(ctx, keys::NODE_META, &v.name) {
         let node = cm
             .metadata
@@ -113,7 +115,7 @@ fn prune(ctx: &mut Ctx, v: &NwView) -> bool {
             .data
             .as_ref()
             .and_then(|d| d.get("packages.json"))
-            .is_some_and(|current| !jobs::configmap::value_matches(cm, current, &packages_json));
+            .is_some_and(|current| !packages.matches(cm, current));
         if let (true, Some(node)) = (stale, node.and_then(|n| ctx.node(n))) {
             let desired = jobs::configmap::node_metadata_config_map(v.nw, node, ctx.opts);
             effects.push(Effect::UpsertConfigMap {

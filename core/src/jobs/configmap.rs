@@ -154,8 +154,12 @@ pub fn data_digest(value: &str) -> String {
 /// D29: keeps a node-metadata ConfigMap (labelled `<P>/skyhook-node-meta`) as the core reads it:
 /// each data value replaced by its digest and [`DATA_DIGESTS`] set. The core only compares that
 /// data with what it would write, and the node's annotations and labels it copies are most of a
-/// node's size. Any other ConfigMap is left as it is.
+/// node's size. Any other ConfigMap, and one already digested (a snapshot recorded in a trace
+/// and replayed), is left as it is.
 pub fn digest_node_metadata(cm: &mut ConfigMap) {
+    if is_digested(cm) {
+        return;
+    }
     let meta = &mut cm.metadata;
     if !meta
         .labels

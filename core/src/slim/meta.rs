@@ -302,6 +302,27 @@ pub struct Interner {
 /// The set size below which the interner never sweeps.
 const MIN_SWEEP: usize = 1024;
 
+/// The copy of `value` in `set`, added (through `make`) when missing. Before adding, copies no
+/// one else holds are forgotten if the set has reached `sweep_at` (at least [`MIN_SWEEP`]), and
+/// `sweep_at` becomes twice what is left.
+fn shared_copy<T: ?Sized + Eq + std::hash::Hash>(
+    set: &mut HashSet<Arc<T>>,
+    sweep_at: &mut usize,
+    value: &T,
+    make: impl FnOnce(&T) -> Arc<T>,
+) -> Arc<T> {
+    if let Some(shared) = set.get(value) {
+        return Arc::clone(shared);
+    }
+    if set.len() >= (*sweep_at).max(MIN_SWEEP) {
+        set.retain(|t| Arc::strong_count(t) > 1);
+        *sweep_at = 2 * set.len();
+    }
+    let shared = make(value);
+    set.insert(Arc::clone(&shared));
+    shared
+}
+
 impl Interner {
     /// An interner that shares nothing: for a record built on its own, where a set would only
     /// cost an allocation.
@@ -317,16 +338,7 @@ impl Interner {
         if self.passthrough {
             return Arc::from(text);
         }
-        if let Some(shared) = self.texts.get(text) {
-            return Arc::clone(shared);
-        }
-        if self.texts.len() >= self.sweep_at.max(MIN_SWEEP) {
-            self.texts.retain(|t| Arc::strong_count(t) > 1);
-            self.sweep_at = 2 * self.texts.len();
-        }
-        let shared: Arc<str> = Arc::from(text);
-        self.texts.insert(Arc::clone(&shared));
-        shared
+        shared_copy(&mut self.texts, &mut self.sweep_at, text, |t| Arc::from(t))
     }
 
     /// The shared copy of the set `pairs`.
@@ -334,16 +346,12 @@ impl Interner {
         if self.passthrough {
             return pairs.into();
         }
-        if let Some(shared) = self.pairs.get(pairs.as_slice()) {
-            return Arc::clone(shared);
-        }
-        if self.pairs.len() >= self.pairs_sweep_at.max(MIN_SWEEP) {
-            self.pairs.retain(|p| Arc::strong_count(p) > 1);
-            self.pairs_sweep_at = 2 * self.pairs.len();
-        }
-        let shared: Arc<Pairs> = pairs.into();
-        self.pairs.insert(Arc::clone(&shared));
-        shared
+        shared_copy(
+            &mut self.pairs,
+            &mut self.pairs_sweep_at,
+            pairs.as_slice(),
+            |p| Arc::from(p),
+        )
     }
 
     /// How many texts the interner holds (in use or not yet swept).

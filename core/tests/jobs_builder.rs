@@ -522,7 +522,7 @@ fn d29_only_node_metadata_config_maps_are_digested() {
         .get_or_insert_default()
         .insert(jobs::configmap::DATA_DIGESTS.into(), "sha256".into());
     let marked = std::sync::Arc::new(package);
-    assert!(jobs::configmap::value_matches(&marked, "v", "v"));
+    assert!(jobs::configmap::DesiredValue::new("v").matches(&marked, "v"));
     let desired = [("k".to_string(), "v".to_string())].into();
     assert!(jobs::configmap::data_matches(&marked, &desired));
 }

@@ -188,12 +188,6 @@ fn is_digested(held: &ConfigMap) -> bool {
             .is_some_and(|a| a.get(DATA_DIGESTS).is_some_and(|v| v == "sha256"))
 }
 
-/// Whether the value `held` of the held ConfigMap `cm` is `desired` (by digest when `cm` is
-/// digested, D29).
-pub fn value_matches(cm: &ConfigMap, held: &str, desired: &str) -> bool {
-    DesiredValue::new(desired).matches(cm, held)
-}
-
 /// A value the core would write, compared with many held ConfigMaps' values (D29): its digest
 /// is computed once, the first time a digested ConfigMap asks.
 pub struct DesiredValue<'a> {
@@ -221,7 +215,7 @@ impl<'a> DesiredValue<'a> {
 }
 
 /// Whether the held ConfigMap `cm` has exactly the data `desired` (same keys, each value
-/// matching by [`value_matches`]).
+/// matching by [`DesiredValue::matches`]).
 pub fn data_matches(cm: &ConfigMap, desired: &BTreeMap<String, String>) -> bool {
     let empty = BTreeMap::new();
     let held = cm.data.as_ref().unwrap_or(&empty);
@@ -229,7 +223,7 @@ pub fn data_matches(cm: &ConfigMap, desired: &BTreeMap<String, String>) -> bool 
         && held
             .iter()
             .zip(desired)
-            .all(|((hk, hv), (dk, dv))| hk == dk && value_matches(cm, hv, dv))
+            .all(|((hk, hv), (dk, dv))| hk == dk && DesiredValue::new(dv).matches(cm, hv))
 }
 
 /// `UpsertConfigMap` when the snapshot has no ConfigMap of that name or its data differs;

@@ -69,7 +69,7 @@ fn rollout_4_2_vector_a_overlapping_selectors() {
         "prod-us-west",
     ];
     for (i, compartment) in expect.iter().enumerate() {
-        assert_eq!(d.assignment[&format!("node-{i}")], *compartment);
+        assert_eq!(d.assignment(&nodes)[&format!("node-{i}")], *compartment);
     }
     let mc = |name: &str| {
         let s = &d.compartment_statuses[name];
@@ -115,9 +115,10 @@ fn rollout_4_2_vector_b_safest_strategy_wins() {
         "critical",
     );
     let b = label(label(node("b"), "region", "us-west"), "env", "production");
-    let d = plan_rollout(&nodewright("policy"), Some(&p), &[a, b], t0(), &settings());
-    assert_eq!(d.assignment["a"], "critical");
-    assert_eq!(d.assignment["b"], "production");
+    let nodes = [a, b];
+    let d = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
+    assert_eq!(d.assignment(&nodes)["a"], "critical");
+    assert_eq!(d.assignment(&nodes)["b"], "production");
 }
 
 #[test]
@@ -134,7 +135,8 @@ fn rollout_4_2_vector_c_capacity_then_name() {
     };
     let n = label(label(node("n"), "x", "1"), "y", "1");
     let assigned = |p: nodewright_crds::DeploymentPolicy, nodes: Vec<_>| {
-        plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings()).assignment["n"]
+        plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings()).assignment(&nodes)
+            ["n"]
             .clone()
     };
     assert_eq!(assigned(both(count(2), count(2)), vec![n.clone()]), "a");
@@ -166,8 +168,9 @@ fn rollout_4_2_no_strategy_is_least_safe() {
         ],
     );
     let n = label(label(node("n"), "x", "1"), "z", "1");
-    let d = plan_rollout(&nodewright("policy"), Some(&p), &[n], t0(), &settings());
-    assert_eq!(d.assignment["n"], "exp");
+    let nodes = [n];
+    let d = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
+    assert_eq!(d.assignment(&nodes)["n"], "exp");
 }
 
 #[test]

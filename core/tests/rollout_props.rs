@@ -73,11 +73,11 @@ fn bounds(
     sim: &Sim,
     decision: &nodewright_core::rollout::RolloutDecision,
 ) -> BTreeMap<String, i64> {
+    let assignment = decision.assignment(&sim.nodes);
     let mut members: BTreeMap<&str, i64> = BTreeMap::new();
-    for c in decision.assignment.values() {
+    for c in assignment.values() {
         *members.entry(c.as_str()).or_default() += 1;
     }
-    let _ = sim;
     decision
         .compartments
         .iter()
@@ -119,12 +119,13 @@ proptest! {
                 .collect();
             let before = sim.status().node_priority.clone();
             let d = sim.pass();
+            let assignment = d.assignment(&sim.nodes);
             let bound = bounds(&sim, &d);
             let mut new_per_compartment: BTreeMap<&str, i64> = BTreeMap::new();
             for name in &d.selected_nodes {
                 if !in_flight.contains(name) && !before.contains_key(name) {
                     prop_assert!(started.insert(name.clone()), "{name} started twice");
-                    *new_per_compartment.entry(d.assignment[name].as_str()).or_default() += 1;
+                    *new_per_compartment.entry(assignment[name].as_str()).or_default() += 1;
                 }
             }
             for (c, k) in new_per_compartment {
@@ -164,11 +165,12 @@ proptest! {
                 .map(|x| x.name.to_string())
                 .collect();
             let d = sim.pass();
+            let assignment = d.assignment(&sim.nodes);
             let bound = bounds(&sim, &d);
             let mut new_per_compartment: BTreeMap<&str, i64> = BTreeMap::new();
             for name in &d.selected_nodes {
                 if !in_flight.contains(name) && !before.contains_key(name) {
-                    *new_per_compartment.entry(d.assignment[name].as_str()).or_default() += 1;
+                    *new_per_compartment.entry(assignment[name].as_str()).or_default() += 1;
                 }
             }
             for (c, k) in new_per_compartment {
@@ -306,7 +308,7 @@ proptest! {
         let a = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
         let b = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
         prop_assert_eq!(&a, &b);
-        prop_assert_eq!(a.assignment.len(), nodes.len());
+        prop_assert_eq!(a.assignment(&nodes).len(), nodes.len());
     }
 
     /// Batch sizes of every strategy are at least 1 (total > 0) and never above the remaining
@@ -369,7 +371,7 @@ fn rollout_scale_10k_nodes_in_one_pass() {
     let started = std::time::Instant::now();
     let d = plan_rollout(&nodewright("policy"), Some(&p), &nodes, t0(), &settings());
     let elapsed = started.elapsed();
-    assert_eq!(d.assignment.len(), 10_000);
+    assert_eq!(d.assignment(&nodes).len(), 10_000);
     // z0: 5, z1: 2, z2: 50 % of 2500, default (z3): 1.
     assert_eq!(d.selected_nodes.len(), 5 + 2 + 1250 + 1);
     eprintln!("plan_rollout over 10k nodes: {elapsed:?}");

@@ -252,6 +252,7 @@ impl Sim {
         status.node_order_offset = decision.node_order_offset;
         self.nw.status = Some(status);
         let mut started: BTreeMap<String, usize> = BTreeMap::new();
+        let assignment = decision.assignment(&self.nodes);
         for node in self.nodes.iter_mut() {
             node.status_before = node.status;
             let picked = decision.selected_nodes.contains(&node.name.to_string());
@@ -259,7 +260,7 @@ impl Sim {
             let idle = !matches!(node.status, Status::InProgress | Status::Erroring);
             if picked && idle {
                 node.status = Status::InProgress;
-                let compartment = decision.assignment[&*node.name].clone();
+                let compartment = assignment[&*node.name].clone();
                 *started.entry(compartment).or_default() += 1;
             }
         }

@@ -108,7 +108,7 @@ impl NodeState {
 
     /// The entry for `name|version`, if any.
     pub fn get(&self, name: &str, version: &str) -> Option<&PackageStatus> {
-        self.0.get(&crate::nodewright::unique_name(name, version))
+        crate::nodewright::with_unique_name(name, version, |key| self.0.get(key))
     }
 
     /// Inserts or replaces an entry under its unique name.
@@ -118,8 +118,7 @@ impl NodeState {
 
     /// Removes the entry for `name|version`, returning it.
     pub fn remove(&mut self, name: &str, version: &str) -> Option<PackageStatus> {
-        self.0
-            .remove(&crate::nodewright::unique_name(name, version))
+        crate::nodewright::with_unique_name(name, version, |key| self.0.remove(key))
     }
 
     /// Entries of package `name` at any version.

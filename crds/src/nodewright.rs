@@ -187,6 +187,24 @@ pub fn unique_name(name: &str, version: &str) -> String {
     format!("{name}|{version}")
 }
 
+/// Calls `f` with `name|version`, built on the stack when it fits in 128 bytes (lookups by
+/// unique name are made for every package of every node each pass).
+pub fn with_unique_name<R>(name: &str, version: &str, f: impl FnOnce(&str) -> R) -> R {
+    let len = name.len() + 1 + version.len();
+    let mut buf = [0u8; 128];
+    if len > buf.len() {
+        return f(&unique_name(name, version));
+    }
+    buf[..name.len()].copy_from_slice(name.as_bytes());
+    buf[name.len()] = b'|';
+    buf[name.len() + 1..len].copy_from_slice(version.as_bytes());
+    match std::str::from_utf8(&buf[..len]) {
+        Ok(key) => f(key),
+        // Unreachable: two UTF-8 texts joined by an ASCII byte are UTF-8.
+        Err(_) => f(&unique_name(name, version)),
+    }
+}
+
 /// An interrupt: what to do on the host after config (01-api.md §2.4.1).
 #[derive(
     Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, JsonSchema,
@@ -372,5 +390,20 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn with_unique_name_builds_the_unique_name_on_and_off_the_stack() {
+        let long = "v".repeat(200);
+        for (name, version) in [("a", "1"), ("", ""), ("é", "ü"), ("p", &long), (&long, "1")] {
+            let built = super::with_unique_name(name, version, str::to_string);
+            assert_eq!(built, super::unique_name(name, version));
+        }
+        let edge = "x".repeat(126);
+        assert_eq!(
+            super::with_unique_name(&edge, "1", str::len),
+            128,
+            "exactly 128 bytes fit"
+        );
     }
 }

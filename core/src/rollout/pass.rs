@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Taint, Toleration};
+use k8s_openapi::api::core::v1::Taint;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use nodewright_crds::{
     BatchProcessingState, CompartmentStatus, DeploymentPolicy, NodeWright, NodeWrightStatus,
@@ -54,8 +54,9 @@ impl RolloutSettings {
 pub struct RolloutDecision {
     /// The compartment specs (empty when the policy is missing).
     pub compartments: Vec<CompartmentSpec>,
-    /// Node name → compartment name.
-    pub assignment: BTreeMap<String, String>,
+    /// The members of each compartment: indices into the `nodes` given, one group per entry of
+    /// `compartments` (see [`RolloutDecision::assignment`]).
+    pub groups: Vec<Vec<usize>>,
     /// Nodes that may start or continue work this pass, in NodeWright node order.
     pub selected_nodes: Vec<String>,
     /// In-flight nodes of stopped compartments: they may finish their current stage only (D9).
@@ -94,6 +95,19 @@ impl RolloutDecision {
     pub fn has_compartments(&self) -> bool {
         !self.compartments.is_empty()
     }
+
+    /// Node name → compartment name, for the `nodes` the decision was planned over.
+    pub fn assignment(&self, nodes: &[NodeView]) -> BTreeMap<String, String> {
+        self.compartments
+            .iter()
+            .zip(&self.groups)
+            .flat_map(|(spec, group)| {
+                group
+                    .iter()
+                    .map(|&i| (nodes[i].name.to_string(), spec.name.clone()))
+            })
+            .collect()
+    }
 }
 
 /// Plans the rollout of `nw` for one pass; see the module documentation for the contract.
@@ -117,14 +131,20 @@ pub fn plan_rollout(
         .collect();
     priority.prune(&keep);
     let mut decision = RolloutDecision::default();
+    let why: Vec<Option<Ineligible>> = nodes
+        .iter()
+        .map(|n| ineligibility(n, &tolerations))
+        .collect();
     decision.ineligible = nodes
         .iter()
-        .filter_map(|n| ineligibility(n, &tolerations).map(|why| (n.name.to_string(), why)))
+        .zip(&why)
+        .filter_map(|(n, why)| why.map(|why| (n.name.to_string(), why)))
         .collect();
     decision.blocked_nodes = nodes
         .iter()
-        .filter(|n| !n.complete && decision.ineligible.contains_key(&*n.name))
-        .map(|n| n.name.to_string())
+        .zip(&why)
+        .filter(|(n, why)| !n.complete && why.is_some())
+        .map(|(n, _)| n.name.to_string())
         .collect();
     let compartments = build_compartments(nw, policy, nodes.len());
     let policy_name = match &compartments {
@@ -170,7 +190,7 @@ pub fn plan_rollout(
             &groups,
             nodes,
             &states,
-            &tolerations,
+            &why,
             &mut priority,
             now,
         );
@@ -180,7 +200,8 @@ pub fn plan_rollout(
         nw,
         &policy_name,
         specs,
-        &groups,
+        groups,
+        &why,
         nodes,
         before_selection,
         priority,
@@ -229,7 +250,7 @@ fn select_all(
     groups: &[Vec<usize>],
     nodes: &[NodeView],
     states: &[BatchProcessingState],
-    tolerations: &[Toleration],
+    why: &[Option<Ineligible>],
     priority: &mut NodePriority,
     now: Timestamp,
 ) {
@@ -243,10 +264,7 @@ fn select_all(
         };
         let stopped = spec.strategy.is_some() && state.should_stop;
         let view = members(
-            group.iter().map(|&i| {
-                let node = &nodes[i];
-                (node, ineligibility(node, tolerations).is_none())
-            }),
+            group.iter().map(|&i| (&nodes[i], why[i].is_none())),
             &priority.entries,
         );
         let batch = select_batch(&view, size, stopped);
@@ -273,20 +291,18 @@ fn finish(
     nw: &NodeWright,
     policy_name: &str,
     specs: Vec<CompartmentSpec>,
-    groups: &[Vec<usize>],
+    groups: Vec<Vec<usize>>,
+    why: &[Option<Ineligible>],
     nodes: &[NodeView],
     statuses: BTreeMap<String, CompartmentStatus>,
     priority: NodePriority,
 ) {
     let mut ignored = Vec::new();
     let mut tainted = Vec::new();
-    for (spec, group) in specs.iter().zip(groups) {
+    for group in &groups {
         for &i in group {
             let node = &nodes[i];
-            decision
-                .assignment
-                .insert(node.name.to_string(), spec.name.clone());
-            match decision.ineligible.get(&*node.name) {
+            match why[i] {
                 Some(Ineligible::Ignored) => ignored.push(&*node.name),
                 Some(Ineligible::TaintNotTolerated) => tainted.push(&*node.name),
                 None => {}
@@ -307,4 +323,5 @@ fn finish(
     decision.node_order_offset = priority.offset;
     decision.compartment_statuses = statuses;
     decision.compartments = specs;
+    decision.groups = groups;
 }

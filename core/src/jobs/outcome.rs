@@ -7,7 +7,7 @@
 //! archive pruning, evidence annotations) go after the node write.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -309,7 +309,8 @@ pub fn outcomes_with<'n, 's>(
     options: &Options,
     now: Timestamp,
 ) -> Outcomes {
-    let mut states: HashMap<(&str, &str), Option<Cow<'s, NodeState>>> = HashMap::new();
+    let mut states: foldhash::HashMap<(&str, &str), Option<Cow<'s, NodeState>>> =
+        foldhash::HashMap::default();
     let mut out = Outcomes::default();
     for job in index.all() {
         if job.terminating {

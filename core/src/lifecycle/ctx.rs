@@ -25,6 +25,8 @@ pub struct Ctx<'a> {
     pub now: Timestamp,
     /// All nodes by name.
     pub nodes: BTreeMap<&'a str, &'a Node>,
+    /// The same nodes hashed by name, for lookups (one per Job and per node each pass).
+    by_name: foldhash::HashMap<&'a str, &'a Node>,
     /// Workload pods by node name, built when first asked for (a pass that gates no interrupt
     /// never reads it; see [`Ctx::pods_on`]).
     pods_by_node: std::cell::OnceCell<BTreeMap<&'a str, Vec<&'a Pod>>>,
@@ -65,16 +67,18 @@ impl<'a> Ctx<'a> {
         now: Timestamp,
         cache: &'a NodeStateCache,
     ) -> Self {
-        let nodes = snap
+        let nodes: BTreeMap<&str, &Node> = snap
             .nodes
             .iter()
             .filter_map(|n| n.metadata.name.as_deref().map(|name| (name, &**n)))
             .collect();
+        let by_name = nodes.iter().map(|(&name, &node)| (name, node)).collect();
         Ctx {
             snap,
             opts,
             now,
             nodes,
+            by_name,
             pods_by_node: std::cell::OnceCell::new(),
             executor_pods_by_node: std::cell::OnceCell::new(),
             index: match cache.executor_index(snap, opts) {
@@ -166,7 +170,7 @@ impl<'a> Ctx<'a> {
 
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&'a Node> {
-        self.nodes.get(name).copied()
+        self.by_name.get(name).copied()
     }
 
     /// True when this pass recorded an outcome that `pkg`'s work on `node` rests on (16.9):

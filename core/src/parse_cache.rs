@@ -17,17 +17,37 @@ use nodewright_crds::{NodeState, NodeStateError};
 use crate::jobs::{ExecutorCache, ExecutorIndex};
 use crate::{Options, Snapshot};
 
-/// One parsed annotation: the exact text and the document parsed from it.
+/// One parsed annotation: the node it was read from, where its text sits, and the document.
 #[derive(Clone, Debug)]
 struct Parsed {
-    text: String,
+    /// The node read (shared with the snapshot): it holds the text, and holding it keeps the
+    /// text at `at` for as long as this entry lives.
+    node: Arc<Node>,
+    /// Address of the annotation's text inside `node`: a pass given the same node object finds
+    /// its text there and needs no comparison (compared, never dereferenced).
+    at: usize,
     doc: Arc<NodeState>,
+}
+
+impl Parsed {
+    /// True when `text` is the text this entry was parsed from.
+    fn holds(&self, key: &str, text: &String) -> bool {
+        self.at == address(text) || self.text(key).is_some_and(|t| t == text)
+    }
+
+    fn text(&self, key: &str) -> Option<&String> {
+        self.node.metadata.annotations.as_ref()?.get(key)
+    }
+}
+
+fn address(text: &String) -> usize {
+    std::ptr::from_ref(text) as usize
 }
 
 /// Parsed node-state documents per node and annotation key (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct NodeStateCache {
-    docs: BTreeMap<String, BTreeMap<String, Parsed>>,
+    docs: foldhash::HashMap<String, BTreeMap<String, Parsed>>,
     /// The executor index of the last snapshot given to [`NodeStateCache::update_executors`].
     executors: ExecutorCache,
 }
@@ -42,11 +62,11 @@ impl NodeStateCache {
     /// cached, documents whose text is unchanged are kept as they are, changed ones are parsed
     /// again, and nodes and annotations that are gone are dropped. Unreadable annotations are
     /// not cached.
-    pub fn update<N: std::borrow::Borrow<Node>>(&mut self, nodes: &[N]) {
+    pub fn update(&mut self, nodes: &[Arc<Node>]) {
         let prefix = nodewright_crds::keys::node_state("");
-        let mut docs: BTreeMap<String, BTreeMap<String, Parsed>> = BTreeMap::new();
+        let mut docs = foldhash::HashMap::default();
         let mut old = std::mem::take(&mut self.docs);
-        for node in nodes.iter().map(|n| n.borrow()) {
+        for node in nodes {
             let Some(name) = node.metadata.name.as_deref() else {
                 continue;
             };
@@ -56,15 +76,17 @@ impl NodeStateCache {
             let mut kept = old.remove(name).unwrap_or_default();
             let mut fresh = BTreeMap::new();
             for (key, text) in annotations.iter().filter(|(k, _)| k.starts_with(&prefix)) {
-                let parsed = match kept.remove(key) {
-                    Some(p) if p.text == *text => p,
+                let doc = match kept.remove(key) {
+                    Some(p) if p.holds(key, text) => p.doc,
                     _ => match NodeState::parse(text) {
-                        Ok(doc) => Parsed {
-                            text: text.clone(),
-                            doc: Arc::new(doc),
-                        },
+                        Ok(doc) => Arc::new(doc),
                         Err(_) => continue,
                     },
+                };
+                let parsed = Parsed {
+                    node: Arc::clone(node),
+                    at: address(text),
+                    doc,
                 };
                 fresh.insert(key.clone(), parsed);
             }
@@ -103,13 +125,13 @@ impl NodeStateCache {
     }
 
     /// The document parsed from `text` under annotation `key` of `node`, when cached.
-    pub fn get(&self, node: &str, key: &str, text: &str) -> Option<&NodeState> {
+    pub fn get(&self, node: &str, key: &str, text: &String) -> Option<&NodeState> {
         self.lookup(node, key, text).map(|doc| &**doc)
     }
 
-    fn lookup(&self, node: &str, key: &str, text: &str) -> Option<&Arc<NodeState>> {
+    fn lookup(&self, node: &str, key: &str, text: &String) -> Option<&Arc<NodeState>> {
         let parsed = self.docs.get(node)?.get(key)?;
-        (parsed.text == text).then_some(&parsed.doc)
+        parsed.holds(key, text).then_some(&parsed.doc)
     }
 }
 
@@ -183,15 +205,15 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-    fn node(name: &str, key: &str, text: &str) -> Node {
-        Node {
+    fn node(name: &str, key: &str, text: &str) -> Arc<Node> {
+        Arc::new(Node {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 annotations: Some([(key.to_string(), text.to_string())].into()),
                 ..ObjectMeta::default()
             },
             ..Node::default()
-        }
+        })
     }
 
     const DOC: &str = r#"{"pkg|1.0.0":{"name":"pkg","version":"1.0.0","image":"img","stage":"apply","state":"in_progress"}}"#;
@@ -202,27 +224,59 @@ mod tests {
         let mut cache = NodeStateCache::new();
         cache.update(&[node("n1", &key, DOC)]);
         assert_eq!(cache.len(), 1);
+        let doc = DOC.to_string();
         assert_eq!(
-            cache.get("n1", &key, DOC),
+            cache.get("n1", &key, &doc),
             NodeState::parse(DOC).ok().as_ref()
         );
-        assert!(cache.get("n1", &key, "{}").is_none());
-        assert!(cache.get("n2", &key, DOC).is_none());
-        assert!(cache.get("n1", "other", DOC).is_none());
+        assert!(cache.get("n1", &key, &"{}".to_string()).is_none());
+        assert!(cache.get("n2", &key, &doc).is_none());
+        assert!(cache.get("n1", "other", &doc).is_none());
+    }
+
+    #[test]
+    fn the_same_node_object_is_answered_by_identity_and_another_by_its_text() {
+        let key = nodewright_crds::keys::node_state("demo");
+        let mut cache = NodeStateCache::new();
+        let same = node("n1", &key, DOC);
+        cache.update(std::slice::from_ref(&same));
+        let text = |n: &Node| n.metadata.annotations.as_ref().unwrap()[&key].clone();
+        let inside = &same.metadata.annotations.as_ref().unwrap()[&key];
+        let parsed = cache.docs["n1"][&key].clone();
+        assert_eq!(
+            parsed.at,
+            address(inside),
+            "the text is found where it was read"
+        );
+        assert!(cache.get("n1", &key, inside).is_some());
+        // An equal text elsewhere (a new node object from the watch) is compared.
+        let copy = node("n1", &key, DOC);
+        assert!(cache.get("n1", &key, &text(&copy)).is_some());
+        let changed = node("n1", &key, "{}");
+        assert!(cache.get("n1", &key, &text(&changed)).is_none());
+        // Updating with the new object keeps the document and moves to the new text.
+        cache.update(std::slice::from_ref(&copy));
+        let moved = &cache.docs["n1"][&key];
+        assert!(Arc::ptr_eq(&parsed.doc, &moved.doc));
+        assert!(Arc::ptr_eq(&copy, &moved.node));
     }
 
     #[test]
     fn update_reuses_unchanged_documents_and_drops_unreadable_ones() {
         let key = nodewright_crds::keys::node_state("demo");
         let mut cache = NodeStateCache::new();
+        let doc = DOC.to_string();
         cache.update(&[node("n1", &key, DOC)]);
-        let a = Arc::clone(cache.lookup("n1", &key, DOC).unwrap());
+        let a = Arc::clone(cache.lookup("n1", &key, &doc).unwrap());
         cache.update(&[node("n1", &key, DOC), node("n2", &key, "not json")]);
         assert_eq!(cache.len(), 1);
-        assert!(Arc::ptr_eq(&a, cache.lookup("n1", &key, DOC).unwrap()));
+        assert!(Arc::ptr_eq(&a, cache.lookup("n1", &key, &doc).unwrap()));
         cache.update(&[node("n1", &key, "{}")]);
-        assert_eq!(cache.get("n1", &key, "{}"), Some(&NodeState::default()));
-        cache.update::<Node>(&[]);
+        assert_eq!(
+            cache.get("n1", &key, &"{}".to_string()),
+            Some(&NodeState::default())
+        );
+        cache.update(&[]);
         assert!(cache.is_empty());
     }
 }

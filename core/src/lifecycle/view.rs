@@ -93,7 +93,12 @@ impl<'a> NwView<'a> {
             .zip(&global)
             .map(|(n, &g)| {
                 let name = n.metadata.name.as_deref().unwrap_or_default();
-                match annotation(n, &state_key) {
+                let text = n
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(&state_key));
+                match text {
                     None => Ok(Cow::Owned(NodeState::default())),
                     Some(text) => match pass
                         .hit(g, &state_key)

@@ -40,7 +40,7 @@ pub struct NwView<'a> {
     /// Snapshot node-state per selected node, in `nodes` order; `Err` = unreadable (§R2.2).
     pub docs: Vec<Result<Cow<'a, NodeState>, NodeStateError>>,
     /// Position of each selected node in `nodes`.
-    pub pos: BTreeMap<&'a str, usize>,
+    pub pos: foldhash::HashMap<&'a str, usize>,
     /// Position of each selected node among all nodes of the pass (`nodes` of
     /// [`NwView::build`], sorted by name), in `nodes` order.
     pub global: Vec<usize>,

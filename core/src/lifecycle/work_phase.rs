@@ -291,11 +291,17 @@ pub fn to_run(
 
 /// One node of the work phase: gate and apply for each package of toRun (§7.4, §7.5).
 fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]) {
-    let Some(doc) = ctx.doc(v, node).cloned() else {
+    let updates = ctx.status(v).config_updates.clone();
+    let Some(doc) = ctx.doc(v, node) else {
         return;
     };
-    let updates = ctx.status(v).config_updates.clone();
-    let names = to_run(v, dag, &doc, &updates, pending);
+    let names = to_run(v, dag, doc, &updates, pending);
+    // Packages at (interrupt, skipped) as the pass found them (see `promoted_this_pass`).
+    let skipped_at_start: Vec<String> = names
+        .iter()
+        .filter(|name| v.packages.get(*name).is_some_and(|pkg| skipped(doc, pkg)))
+        .cloned()
+        .collect();
     let merged = merge(names.iter().filter_map(|n| v.packages.get(n)), &updates);
     for name in names {
         let Some(pkg) = v.packages.get(&name) else {
@@ -313,7 +319,7 @@ fn run_node(ctx: &mut Ctx, v: &NwView, dag: &Dag, node: &str, pending: &[String]
             ctx.requeue = true;
             continue;
         }
-        if promoted_this_pass(ctx, v, node, &doc, pkg) {
+        if skipped_at_start.contains(&name) && promoted_this_pass(ctx, v, node, pkg) {
             ctx.requeue = true;
             continue;
         }
@@ -380,14 +386,17 @@ fn gate(
     true
 }
 
-/// True when `pkg` entered the pass at (interrupt, skipped) and the T9 backstop of a sibling promoted it
-/// in this pass: it waits for the next pass, so each written change is a single transition (invariant 11).
-fn promoted_this_pass(ctx: &Ctx, v: &NwView, node: &str, start: &NodeState, pkg: &Package) -> bool {
-    let skipped = |d: &NodeState| {
-        super::predicates::entry_of(d, &pkg.name, &pkg.version)
-            .is_some_and(|e| e.state == Some(State::Skipped))
-    };
-    skipped(start) && !ctx.doc(v, node).is_some_and(skipped)
+/// True when `pkg`'s entry in `doc` is skipped.
+fn skipped(doc: &NodeState, pkg: &Package) -> bool {
+    super::predicates::entry_of(doc, &pkg.name, &pkg.version)
+        .is_some_and(|e| e.state == Some(State::Skipped))
+}
+
+/// For a `pkg` that entered the pass at (interrupt, skipped): true when the T9 backstop of a
+/// sibling promoted it in this pass. It waits for the next pass, so each written change is a
+/// single transition (invariant 11).
+fn promoted_this_pass(ctx: &Ctx, v: &NwView, node: &str, pkg: &Package) -> bool {
+    !ctx.doc(v, node).is_some_and(|d| skipped(d, pkg))
 }
 
 /// T13, inv 16.11: the pass removed `pkg`'s finished uninstall cycle on `node`; a reinstall

@@ -8,6 +8,7 @@
 //! differs.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -48,6 +49,9 @@ fn address(text: &String) -> usize {
 #[derive(Clone, Debug, Default)]
 pub struct NodeStateCache {
     docs: foldhash::HashMap<String, BTreeMap<String, Parsed>>,
+    /// Every distinct document held, by a hash of a text it was parsed from: nodes with equal
+    /// documents (most of a converged fleet) share one.
+    shared: foldhash::HashMap<u64, Vec<Arc<NodeState>>>,
     /// The executor index of the last snapshot given to [`NodeStateCache::update_executors`].
     executors: ExecutorCache,
 }
@@ -79,7 +83,7 @@ impl NodeStateCache {
                 let doc = match kept.remove(key) {
                     Some(p) if p.holds(key, text) => p.doc,
                     _ => match NodeState::parse(text) {
-                        Ok(doc) => Arc::new(doc),
+                        Ok(doc) => self.share(text, doc),
                         Err(_) => continue,
                     },
                 };
@@ -95,6 +99,29 @@ impl NodeStateCache {
             }
         }
         self.docs = docs;
+        drop(old);
+        // Documents no entry holds any more are forgotten.
+        self.shared.retain(|_, held| {
+            held.retain(|doc| Arc::strong_count(doc) > 1);
+            !held.is_empty()
+        });
+    }
+
+    /// The held document equal to `doc` (parsed from `text`), or `doc` now held.
+    fn share(&mut self, text: &str, doc: NodeState) -> Arc<NodeState> {
+        let hash = self.shared.hasher().hash_one(text);
+        let held = self.shared.entry(hash).or_default();
+        if let Some(same) = held.iter().find(|d| ***d == doc) {
+            return Arc::clone(same);
+        }
+        let doc = Arc::new(doc);
+        held.push(Arc::clone(&doc));
+        doc
+    }
+
+    /// Number of distinct documents held.
+    pub fn distinct(&self) -> usize {
+        self.shared.values().map(Vec::len).sum()
     }
 
     /// Brings the cached executor index up to date with `snapshot` (see [`ExecutorCache`]): kept
@@ -259,6 +286,30 @@ mod tests {
         let moved = &cache.docs["n1"][&key];
         assert!(Arc::ptr_eq(&parsed.doc, &moved.doc));
         assert!(Arc::ptr_eq(&copy, &moved.node));
+    }
+
+    #[test]
+    fn nodes_with_equal_documents_share_one() {
+        let key = nodewright_crds::keys::node_state("demo");
+        let mut cache = NodeStateCache::new();
+        let doc = DOC.to_string();
+        cache.update(&[node("n1", &key, DOC), node("n2", &key, DOC)]);
+        let (a, b) = (
+            cache.lookup("n1", &key, &doc),
+            cache.lookup("n2", &key, &doc),
+        );
+        assert!(Arc::ptr_eq(a.unwrap(), b.unwrap()));
+        assert_eq!((cache.len(), cache.distinct()), (2, 1));
+        cache.update(&[node("n1", &key, DOC), node("n2", &key, "{}")]);
+        assert_eq!((cache.len(), cache.distinct()), (2, 2));
+        cache.update(&[node("n2", &key, "{}")]);
+        assert_eq!(
+            (cache.len(), cache.distinct()),
+            (1, 1),
+            "the unheld one is forgotten"
+        );
+        cache.update(&[]);
+        assert_eq!(cache.distinct(), 0);
     }
 
     #[test]

@@ -287,3 +287,17 @@ impl fmt::Display for Status {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Status;
+
+    /// The lifecycle reads back the node statuses it just wrote as their parsed spelling.
+    #[test]
+    fn every_status_parses_back_from_its_wire_spelling() {
+        for s in Status::ALL {
+            assert_eq!(Status::parse_lenient(s.as_str()), *s);
+        }
+        assert_eq!(Status::parse_lenient("no such status"), Status::Unknown);
+    }
+}

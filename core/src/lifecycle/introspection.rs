@@ -118,8 +118,7 @@ pub fn introspect(ctx: &mut Ctx, views: &[NwView], vi: usize) -> bool {
     let nw_status = nw_status(ctx, views, v, &facts, missing);
     let prior = before.status.status;
     let became_complete = nw_status == Status::Complete && prior != Some(Status::Complete);
-    set_node_statuses(ctx, v, nw_status, missing, &facts);
-    let statuses = rollout_seam::node_statuses(ctx, v);
+    let statuses = set_node_statuses(ctx, v, nw_status, missing, &facts);
     for (view, status) in views_now.iter_mut().zip(&statuses) {
         view.status_before = view.status;
         view.status = *status;
@@ -215,17 +214,21 @@ fn nw_status(
 }
 
 /// §12.1 each node's Status; a node that is complete releases its cordon (E8 when it just
-/// became complete).
+/// became complete). Returns the statuses set, in `v.nodes` order (what
+/// [`rollout_seam::node_statuses`] now reads: a status is written as its wire spelling, which
+/// parses back to it).
 fn set_node_statuses(
     ctx: &mut Ctx,
     v: &NwView,
     nw_status: Status,
     missing: bool,
     facts: &[NodeFacts],
-) {
+) -> Vec<Status> {
+    let mut statuses = Vec::with_capacity(v.nodes.len());
     for ((name, node), f) in v.nodes.iter().zip(&v.refs).zip(facts) {
         let new = node_status(nw_status, !missing, *f);
         ctx.work.set_node_status(node, &v.name, new);
+        statuses.push(new);
         if new != Status::Complete {
             continue;
         }
@@ -254,6 +257,7 @@ fn set_node_statuses(
             ); // E8
         }
     }
+    statuses
 }
 
 /// Brings the `status.nodeState` mirror up to the current documents; true when it changed.

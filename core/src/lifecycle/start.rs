@@ -30,10 +30,12 @@ pub fn start_executor(
     interrupt: Option<&Interrupt>,
     entry: Option<&PackageStatus>,
 ) -> Start {
+    // The index first: most calls meet a running executor, and this check needs no key.
+    if ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version) {
+        return Start::Waiting;
+    }
     let triple = (v.name.clone(), node.to_string(), pkg.name.clone());
-    if ctx.done.started.contains(&triple)
-        || ctx.index.unfinished(&v.name, node, &pkg.name, &pkg.version)
-    {
+    if ctx.done.started.contains(&triple) {
         return Start::Waiting;
     }
     // B6 both ways: nothing starts beside an interrupt fired on this node in this pass (by any

@@ -1,7 +1,7 @@
 //! Metric values of the pass (§12.7): every gauge of every NodeWright, zero-filled over the
 //! canonical orders, state and stage counts summed over the other dimension [Fix].
 
-use nodewright_crds::{Stage, State, Status};
+use nodewright_crds::{NodeState, Stage, State, Status};
 
 use super::ctx::Ctx;
 use super::predicates::PackageCursor;
@@ -28,11 +28,30 @@ struct PackageCounts {
     restarts: i64,
 }
 
-/// Adds one to the count of `x` (counts indexed as `all`, the enum's canonical order).
-fn bump<T: PartialEq>(counts: &mut [usize], all: &[T], x: &T) {
+/// Adds `n` to the count of `x` (counts indexed as `all`, the enum's canonical order).
+fn bump<T: PartialEq>(counts: &mut [usize], all: &[T], x: &T, n: usize) {
     if let Some(i) = all.iter().position(|a| a == x) {
-        counts[i] += 1;
+        counts[i] += n;
     }
+}
+
+/// The readable documents of `v`'s nodes, each distinct document object once with the number
+/// of nodes that hold it (nodes with equal documents share one object, see
+/// [`crate::NodeStateCache`]), in the order first met.
+fn distinct_docs<'c>(ctx: &'c Ctx, v: &'c NwView) -> Vec<(&'c NodeState, usize)> {
+    let mut at: foldhash::HashMap<*const NodeState, usize> = foldhash::HashMap::default();
+    let mut out: Vec<(&NodeState, usize)> = Vec::new();
+    for i in 0..v.nodes.len() {
+        let Some(doc) = ctx.doc_at(v, i) else {
+            continue;
+        };
+        let k = *at.entry(std::ptr::from_ref(doc)).or_insert(out.len());
+        match out.get_mut(k) {
+            Some((_, n)) => *n += 1,
+            None => out.push((doc, 1)),
+        }
+    }
+    out
 }
 
 /// Every gauge of every NodeWright.
@@ -53,7 +72,7 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
         let mut by_status = vec![0usize; Status::ALL.len()];
         for node in &v.refs {
             let s = ctx.work.node_status(node, &v.name);
-            bump(&mut by_status, Status::ALL, &s);
+            bump(&mut by_status, Status::ALL, &s, 1);
         }
         for (i, s) in Status::ALL.iter().enumerate() {
             out.push(sample(
@@ -86,10 +105,7 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
         let mut per_pkg = vec![zero; packages.len()];
         let mut cursor =
             PackageCursor::new(v.packages.keys().map(String::as_str).zip(0..).collect());
-        for i in 0..v.nodes.len() {
-            let Some(doc) = ctx.doc_at(v, i) else {
-                continue;
-            };
+        for (doc, nodes) in distinct_docs(ctx, v) {
             for e in doc.0.values() {
                 let Some(j) = cursor.get(&e.name) else {
                     continue;
@@ -102,9 +118,10 @@ pub fn collect(ctx: &Ctx, views: &[NwView]) -> Vec<MetricSample> {
                     &mut slot.states,
                     State::ALL,
                     &e.state.unwrap_or(State::Unknown),
+                    nodes,
                 );
-                bump(&mut slot.stages, Stage::ALL, &e.stage);
-                slot.restarts += i64::from(e.restarts);
+                bump(&mut slot.stages, Stage::ALL, &e.stage, nodes);
+                slot.restarts += i64::from(e.restarts) * nodes as i64;
             }
         }
         for (j, p) in packages.iter().enumerate() {

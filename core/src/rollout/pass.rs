@@ -96,7 +96,8 @@ impl RolloutDecision {
         !self.compartments.is_empty()
     }
 
-    /// Node name → compartment name, for the `nodes` the decision was planned over.
+    /// Node name → compartment name, for the `nodes` the decision was planned over (positions
+    /// past the end of `nodes` are skipped).
     pub fn assignment(&self, nodes: &[NodeView]) -> BTreeMap<String, String> {
         self.compartments
             .iter()
@@ -104,7 +105,8 @@ impl RolloutDecision {
             .flat_map(|(spec, group)| {
                 group
                     .iter()
-                    .map(|&i| (nodes[i].name.to_string(), spec.name.clone()))
+                    .filter_map(|&i| nodes.get(i))
+                    .map(|node| (node.name.to_string(), spec.name.clone()))
             })
             .collect()
     }

@@ -4,6 +4,7 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+pub mod allocator;
 pub mod args;
 pub mod cache;
 pub mod cleanup;
@@ -23,6 +24,5 @@ pub mod operator;
 pub mod runner;
 pub mod server;
 pub mod trace;
-pub mod trim;
 pub mod version;
 pub mod webhook;

@@ -6,6 +6,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 
+use crate::allocator::HeapStats;
+
 /// Clock ticks per second of `/proc/<pid>/stat` times (`USER_HZ`, 100 on every Linux ABI).
 const USER_HZ: f64 = 100.0;
 
@@ -98,49 +100,19 @@ fn one(
     }
 }
 
-/// What glibc malloc holds, over all arenas: bytes handed out to the program, and bytes freed and
-/// kept in the allocator's free lists (an upper bound on what that costs in RSS: `malloc_trim` may
-/// already have returned some of their pages).
-#[derive(Debug, Default, PartialEq)]
-pub struct HeapStats {
-    /// Bytes in use by the program (heap chunks and mmapped blocks).
-    pub in_use_bytes: f64,
-    /// Free bytes in the allocator's heaps.
-    pub free_bytes: f64,
-}
-
-impl HeapStats {
-    /// Reads glibc's `mallinfo2`; `None` without glibc.
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    pub fn read() -> Option<Self> {
-        // SAFETY: mallinfo2 takes no arguments and returns a plain struct by value.
-        let m = unsafe { libc::mallinfo2() };
-        Some(HeapStats {
-            in_use_bytes: (m.uordblks + m.hblkhd) as f64,
-            free_bytes: m.fordblks as f64,
-        })
-    }
-
-    /// Reads glibc's `mallinfo2`; `None` without glibc.
-    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
-    pub fn read() -> Option<Self> {
-        None
-    }
-}
-
 /// Encodes the two heap gauges.
 fn heap(e: &mut DescriptorEncoder, h: &HeapStats) -> Result<(), std::fmt::Error> {
     one(
         e,
         "nodewright_operator_heap_in_use_bytes",
-        "Bytes the operator holds from malloc (glibc mallinfo2)",
+        "Bytes the operator holds from its allocator (jemalloc, or glibc malloc)",
         MetricType::Gauge,
         h.in_use_bytes,
     )?;
     one(
         e,
         "nodewright_operator_heap_free_bytes",
-        "Bytes freed by the operator that malloc keeps resident or mapped",
+        "Bytes the allocator keeps resident or mapped beyond those in use",
         MetricType::Gauge,
         h.free_bytes,
     )
@@ -258,15 +230,5 @@ mod tests {
     fn this_process_reports_itself() {
         let s = ProcessStats::read().expect("/proc is readable");
         assert!(s.resident_bytes > 0.0 && s.open_fds > 0.0 && s.start_time_seconds > 1e9);
-    }
-
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    #[test]
-    fn heap_in_use_grows_with_a_live_allocation() {
-        let before = HeapStats::read().expect("glibc").in_use_bytes;
-        let block = vec![7u8; 64 << 20];
-        let during = HeapStats::read().expect("glibc").in_use_bytes;
-        assert!(during - before >= (60 << 20) as f64, "{before} -> {during}");
-        drop(block);
     }
 }

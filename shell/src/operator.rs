@@ -119,7 +119,6 @@ async fn run(
 
     let (shutdown_tx, shutdown) = watch::channel(false);
     tokio::spawn(wait_for_signal(shutdown_tx));
-    tokio::spawn(crate::trim::run(crate::trim::PERIOD, shutdown.clone()));
 
     let metrics = Arc::new(Metrics::new(options.publish_legacy_metrics));
     let trigger = Trigger::default();

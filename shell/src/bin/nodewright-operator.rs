@@ -1,10 +1,16 @@
 //! `nodewright-operator`: the NodeWright operator process; `nodewright-operator cleanup` removes
 //! what would stay stuck after an uninstall (the chart's post-delete hook).
 
+use nodewright_shell::allocator::{CONF, Conf, Jemalloc};
+
+#[global_allocator]
+static ALLOCATOR: Jemalloc = Jemalloc;
+
+/// jemalloc's options, read when it starts (shell/src/allocator.rs).
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: Conf = CONF;
+
 fn main() -> std::process::ExitCode {
-    // Before any thread exists (docs/performance.md, "Executor slimming").
-    nodewright_shell::trim::limit_arenas();
-    nodewright_shell::trim::pin_mmap_threshold();
     if std::env::args().nth(1).as_deref() == Some("cleanup") {
         return nodewright_shell::cleanup::main();
     }

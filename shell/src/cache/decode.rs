@@ -9,11 +9,13 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::DynamicObject;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use nodewright_core::{EventSpec, ObjectRef};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 use tracing::warn;
 
 /// Event reason of an undecodable object.
@@ -105,29 +107,63 @@ impl Undecodables {
     }
 }
 
+/// An object that did not decode: the report, and the metadata it arrived with.
+#[derive(Debug)]
+pub struct Skipped {
+    /// Why it did not decode.
+    pub report: Undecodable,
+    /// Its metadata, for removing an older version from a store.
+    pub metadata: ObjectMeta,
+}
+
 /// Decodes one raw object into `K`, naming the JSON path of the first value that does not fit.
-pub fn decode<K: DeserializeOwned>(kind: &str, obj: &DynamicObject) -> Result<K, Box<Undecodable>> {
-    let fail = |path: String, error: String| {
-        Box::new(Undecodable {
+/// The object's body is moved into the decoder, not copied; on failure its metadata comes back
+/// with the report.
+pub fn decode<K: DeserializeOwned>(kind: &str, obj: DynamicObject) -> Result<K, Box<Skipped>> {
+    let DynamicObject {
+        types,
+        metadata,
+        data,
+    } = obj;
+    let fail = |metadata: ObjectMeta, path: String, error: String| {
+        let report = Undecodable {
             kind: kind.to_string(),
-            name: obj.name_any(),
-            uid: obj.metadata.uid.clone().unwrap_or_default(),
-            resource_version: obj.metadata.resource_version.clone().unwrap_or_default(),
+            name: metadata.name.clone().unwrap_or_default(),
+            uid: metadata.uid.clone().unwrap_or_default(),
+            resource_version: metadata.resource_version.clone().unwrap_or_default(),
             path,
             error,
-        })
+        };
+        Box::new(Skipped { report, metadata })
     };
-    let value = serde_json::to_value(obj).map_err(|e| fail(".".into(), e.to_string()))?;
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    let mut body = match data {
+        Value::Object(body) => body,
+        other => {
+            return Err(fail(
+                metadata,
+                ".".into(),
+                format!("not an object: {other}"),
+            ));
+        }
+    };
+    if let Some(types) = types {
+        body.insert("apiVersion".into(), Value::String(types.api_version));
+        body.insert("kind".into(), Value::String(types.kind));
+    }
+    match serde_json::to_value(&metadata) {
+        Ok(meta) => body.insert("metadata".into(), meta),
+        Err(e) => return Err(fail(metadata, "metadata".into(), e.to_string())),
+    };
+    serde_path_to_error::deserialize(Value::Object(body)).map_err(|e| {
         let path = e.path().to_string();
-        fail(path, e.into_inner().to_string())
+        fail(metadata, path, e.into_inner().to_string())
     })
 }
 
 /// A stand-in carrying only `meta`, used to remove an object that no longer decodes from a store.
-fn stub<K: Resource + Default>(meta: &DynamicObject) -> K {
+fn stub<K: Resource + Default>(meta: ObjectMeta) -> K {
     let mut k = K::default();
-    *k.meta_mut() = meta.metadata.clone();
+    *k.meta_mut() = meta;
     k
 }
 
@@ -138,26 +174,25 @@ pub fn convert<K>(kind: &str, event: Event<DynamicObject>, seen: &Undecodables) 
 where
     K: Resource + Default + DeserializeOwned,
 {
-    let decoded = |obj: &DynamicObject| match decode::<K>(kind, obj) {
-        Ok(k) => {
-            seen.clear(kind, &obj.name_any());
-            Some(k)
+    let decoded = |obj: DynamicObject| {
+        let name = obj.name_any();
+        let result = decode::<K>(kind, obj);
+        match &result {
+            Ok(_) => seen.clear(kind, &name),
+            Err(skipped) => seen.report(skipped.report.clone()),
         }
-        Err(u) => {
-            seen.report(*u);
-            None
-        }
+        result
     };
     match event {
         Event::Init => Some(Event::Init),
         Event::InitDone => Some(Event::InitDone),
-        Event::InitApply(obj) => decoded(&obj).map(Event::InitApply),
+        Event::InitApply(obj) => decoded(obj).ok().map(Event::InitApply),
         Event::Apply(obj) => {
-            Some(decoded(&obj).map_or_else(|| Event::Delete(stub(&obj)), Event::Apply))
+            Some(decoded(obj).map_or_else(|s| Event::Delete(stub(s.metadata)), Event::Apply))
         }
         Event::Delete(obj) => {
             seen.clear(kind, &obj.name_any());
-            Some(Event::Delete(stub(&obj)))
+            Some(Event::Delete(stub(obj.metadata)))
         }
     }
 }
@@ -199,11 +234,15 @@ mod tests {
 
     #[test]
     fn undecodable_object_names_its_json_path() {
-        let err = decode::<NodeWright>("NodeWright", &raw(json!(3_000_000_000u64))).unwrap_err();
+        let skipped = decode::<NodeWright>("NodeWright", raw(json!(3_000_000_000u64))).unwrap_err();
+        let (err, meta) = (skipped.report, skipped.metadata);
+        assert_eq!(meta.resource_version.as_deref(), Some("7"));
         assert_eq!(err.path, "spec.priority");
         assert_eq!((err.name.as_str(), err.uid.as_str()), ("bad", "u1"));
         assert!(err.event().message.contains("spec.priority"), "{err:?}");
-        assert!(decode::<NodeWright>("NodeWright", &raw(json!(5))).is_ok());
+        let good: NodeWright = decode("NodeWright", raw(json!(5))).expect("decodes");
+        assert_eq!(good.spec.priority, 5);
+        assert_eq!(good.metadata.uid.as_deref(), Some("u1"));
     }
 
     #[test]
@@ -242,5 +281,41 @@ mod tests {
         let pending = seen.take_pending();
         assert_eq!(pending.len(), 2);
         assert_eq!(pending[1].kind, "DeploymentPolicy");
+    }
+
+    #[test]
+    fn a_moved_body_decodes_as_the_whole_object_does() {
+        let whole = json!({
+            "apiVersion": "nodewright.nvidia.com/v1alpha1",
+            "kind": "NodeWright",
+            "metadata": {"name": "gpu", "uid": "u2", "resourceVersion": "9",
+                         "labels": {"team": "a"}, "finalizers": ["f"]},
+            "spec": {"priority": 3, "nodeSelectors": {"matchLabels": {"gpu": "true"}},
+                     "packages": {"p": {"version": "1.0.0", "image": "r/p"}}},
+            "status": {"status": "in_progress", "nodesInProgress": 2,
+                       "nodeState": {"n1": {"p|1.0.0": {"name": "p", "version": "1.0.0",
+                                     "image": "r/p", "stage": "apply", "state": "complete"}}}},
+        });
+        let expected: NodeWright = serde_json::from_value(whole.clone()).unwrap();
+        let raw: DynamicObject = serde_json::from_value(whole).unwrap();
+        let got: NodeWright = decode("NodeWright", raw).expect("decodes");
+        assert_eq!(
+            serde_json::to_value(&got).unwrap(),
+            serde_json::to_value(&expected).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_body_that_is_not_an_object_is_reported_not_decoded() {
+        let mut obj = raw(json!(5));
+        obj.data = json!([1, 2]);
+        let Skipped {
+            report: err,
+            metadata: meta,
+        } = *decode::<NodeWright>("NodeWright", obj).unwrap_err();
+        assert_eq!(
+            (err.path.as_str(), meta.name.as_deref()),
+            (".", Some("bad"))
+        );
     }
 }

@@ -4,7 +4,9 @@
 //! hold at no measurable CPU cost (docs/performance.md, "Allocator again, at 1,000 × 5").
 //!
 //! The binary installs it with `#[global_allocator]` and exports [`CONF`] as `_rjem_malloc_conf`;
-//! `_RJEM_MALLOC_CONF` in the environment overrides single options at start-up.
+//! `_RJEM_MALLOC_CONF` in the environment overrides single options at start-up. Built with the
+//! feature `system-allocator`, the binary allocates with the system's malloc instead (heap
+//! profilers such as heaptrack see only malloc).
 
 use std::ffi::c_char;
 use std::sync::OnceLock;

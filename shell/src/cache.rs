@@ -17,7 +17,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, NodeStatus, Nod
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
-use kube::core::{ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::watcher::watcher;
@@ -349,9 +348,9 @@ macro_rules! lookup {
 lookup!(CachedJob, "batch", "v1", "Job", "jobs", |j| &j.0.metadata);
 lookup!(CachedPod, "", "v1", "Pod", "pods", CachedPod::meta);
 
-/// Like [`spawn`] for a custom resource, but watched as raw JSON and decoded per object
-/// ([`decode`]): an object that does not decode is reported and left out of the store instead of
-/// failing the list page.
+/// Like [`spawn`] for a custom resource whose undecodable objects are reported ([`decode`]): each
+/// object is decoded from its own text, so one that does not decode is left out of the store
+/// instead of failing the list page.
 fn spawn_decoded<K>(
     tasks: &mut Vec<JoinHandle<()>>,
     client: &Client,
@@ -360,16 +359,14 @@ fn spawn_decoded<K>(
     undecodable: &Undecodables,
 ) -> Store<K>
 where
-    K: Resource<DynamicType = ()> + Default + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = ()> + Slim + Default + Clone + DeserializeOwned + std::fmt::Debug,
     K: Send + Sync + 'static,
 {
-    let resource = ApiResource::erase::<K>(&());
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let api: Api<Wire<K>> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
     let trigger = trigger.clone();
     let raw = watcher(api, config).default_backoff();
-    let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone())
-        .modify(strip_meta);
+    let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone());
     tasks.push(tokio::spawn(async move {
         forget::drive_store(stream, writer, None, move |event| {
             if !matches!(event, Event::Init | Event::InitApply(_)) {

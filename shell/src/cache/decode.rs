@@ -1,22 +1,21 @@
 //! Per-object decoding of the NodeWright and DeploymentPolicy watches.
 //!
-//! These kinds are watched as raw JSON ([`DynamicObject`]) and decoded one object at a time, so
-//! one object the apiserver stores but Rust cannot decode (written with the webhooks off, or a
-//! number outside an `i32`) is reported and skipped instead of failing the whole list page and
-//! keeping every cache from syncing.
+//! Each object of these kinds is decoded from its own JSON text ([`Wire`]), so one object the
+//! apiserver stores but Rust cannot decode (written with the webhooks off, or a number outside an
+//! `i32`) is reported and skipped instead of failing the whole list page and keeping every cache
+//! from syncing. Decoding the text straight into the typed object keeps no intermediate JSON tree
+//! of a large NodeWright (its `status.nodeState` mirror of every node).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::DynamicObject;
 use kube::runtime::watcher::{self, Event};
 use kube::{Resource, ResourceExt};
 use nodewright_core::{EventSpec, ObjectRef};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 use tracing::warn;
+
+use super::wire::{Wire, WireError};
 
 /// Event reason of an undecodable object.
 pub const REASON: &str = "Undecodable";
@@ -107,105 +106,61 @@ impl Undecodables {
     }
 }
 
-/// An object that did not decode: the report, and the metadata it arrived with.
-#[derive(Debug)]
-pub struct Skipped {
-    /// Why it did not decode.
-    pub report: Undecodable,
-    /// Its metadata, for removing an older version from a store.
-    pub metadata: ObjectMeta,
-}
-
-/// Decodes one raw object into `K`, naming the JSON path of the first value that does not fit.
-/// The object's body is moved into the decoder, not copied; on failure its metadata comes back
-/// with the report.
-pub fn decode<K: DeserializeOwned>(kind: &str, obj: DynamicObject) -> Result<K, Box<Skipped>> {
-    let DynamicObject {
-        types,
-        metadata,
-        data,
-    } = obj;
-    let fail = |metadata: ObjectMeta, path: String, error: String| {
-        let report = Undecodable {
-            kind: kind.to_string(),
-            name: metadata.name.clone().unwrap_or_default(),
-            uid: metadata.uid.clone().unwrap_or_default(),
-            resource_version: metadata.resource_version.clone().unwrap_or_default(),
-            path,
-            error,
-        };
-        Box::new(Skipped { report, metadata })
-    };
-    let mut body = match data {
-        Value::Object(body) => body,
-        other => {
-            return Err(fail(
-                metadata,
-                ".".into(),
-                format!("not an object: {other}"),
-            ));
-        }
-    };
-    if let Some(types) = types {
-        body.insert("apiVersion".into(), Value::String(types.api_version));
-        body.insert("kind".into(), Value::String(types.kind));
+/// The report of `object` (its identity) that did not decode by `error`.
+fn report<K: Resource>(kind: &str, object: &K, error: WireError) -> Undecodable {
+    let meta = object.meta();
+    Undecodable {
+        kind: kind.to_string(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone().unwrap_or_default(),
+        path: error.path,
+        error: error.message,
     }
-    match serde_json::to_value(&metadata) {
-        Ok(meta) => body.insert("metadata".into(), meta),
-        Err(e) => return Err(fail(metadata, "metadata".into(), e.to_string())),
-    };
-    serde_path_to_error::deserialize(Value::Object(body)).map_err(|e| {
-        let path = e.path().to_string();
-        fail(metadata, path, e.into_inner().to_string())
-    })
 }
 
-/// A stand-in carrying only `meta`, used to remove an object that no longer decodes from a store.
-fn stub<K: Resource + Default>(meta: ObjectMeta) -> K {
-    let mut k = K::default();
-    *k.meta_mut() = meta;
-    k
-}
-
-/// Turns one raw watch event into a typed one. An undecodable object is reported; an `Apply` or
-/// `Delete` of it becomes a `Delete` (an older, decodable version leaves the store) and an
-/// `InitApply` of it is dropped.
-pub fn convert<K>(kind: &str, event: Event<DynamicObject>, seen: &Undecodables) -> Option<Event<K>>
+/// Turns one watch event of objects decoded from their text ([`Wire`]) into a typed one. An
+/// undecodable object is reported; an `Apply` of it becomes a `Delete` of its identity (an older,
+/// decodable version leaves the store) and an `InitApply` of it is dropped.
+pub fn convert<K>(kind: &str, event: Event<Wire<K>>, seen: &Undecodables) -> Option<Event<K>>
 where
-    K: Resource + Default + DeserializeOwned,
+    K: Resource,
 {
-    let decoded = |obj: DynamicObject| {
-        let name = obj.name_any();
-        let result = decode::<K>(kind, obj);
-        match &result {
-            Ok(_) => seen.clear(kind, &name),
-            Err(skipped) => seen.report(skipped.report.clone()),
+    let decoded = |wire: Wire<K>| {
+        let (object, error) = wire.into_parts();
+        match error {
+            None => {
+                seen.clear(kind, &object.name_any());
+                Ok(object)
+            }
+            Some(error) => {
+                seen.report(report(kind, &object, *error));
+                Err(object)
+            }
         }
-        result
     };
     match event {
         Event::Init => Some(Event::Init),
         Event::InitDone => Some(Event::InitDone),
-        Event::InitApply(obj) => decoded(obj).ok().map(Event::InitApply),
-        Event::Apply(obj) => {
-            Some(decoded(obj).map_or_else(|s| Event::Delete(stub(s.metadata)), Event::Apply))
-        }
-        Event::Delete(obj) => {
-            seen.clear(kind, &obj.name_any());
-            Some(Event::Delete(stub(obj.metadata)))
+        Event::InitApply(wire) => decoded(wire).ok().map(Event::InitApply),
+        Event::Apply(wire) => Some(decoded(wire).map_or_else(Event::Delete, Event::Apply)),
+        Event::Delete(wire) => {
+            let (object, _) = wire.into_parts();
+            seen.clear(kind, &object.name_any());
+            Some(Event::Delete(object))
         }
     }
 }
 
-/// [`convert`] over a whole raw watch stream.
+/// [`convert`] over a whole watch stream.
 pub fn typed<K, S>(
     kind: String,
     raw: S,
     seen: Undecodables,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>>
 where
-    K: Resource + Default + DeserializeOwned,
-    S: Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
+    K: Resource,
+    S: Stream<Item = Result<Event<Wire<K>>, watcher::Error>>,
 {
     raw.filter_map(move |item| {
         let out = match item {
@@ -222,27 +177,39 @@ mod tests {
     use nodewright_crds::{DeploymentPolicy, NodeWright};
     use serde_json::json;
 
-    fn raw(priority: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(json!({
+    fn wire<K: super::super::wire::Slim + Default + serde::de::DeserializeOwned>(
+        v: serde_json::Value,
+    ) -> Wire<K> {
+        Wire::decode(&v.to_string())
+    }
+
+    fn raw(priority: serde_json::Value) -> Wire<NodeWright> {
+        wire(json!({
             "apiVersion": "nodewright.nvidia.com/v1alpha1",
             "kind": "NodeWright",
             "metadata": {"name": "bad", "uid": "u1", "resourceVersion": "7"},
             "spec": {"priority": priority, "nodeSelectors": {}, "packages": {}},
         }))
-        .unwrap()
     }
 
     #[test]
     fn undecodable_object_names_its_json_path() {
-        let skipped = decode::<NodeWright>("NodeWright", raw(json!(3_000_000_000u64))).unwrap_err();
-        let (err, meta) = (skipped.report, skipped.metadata);
-        assert_eq!(meta.resource_version.as_deref(), Some("7"));
+        let seen = Undecodables::default();
+        let e = convert(
+            "NodeWright",
+            Event::Apply(raw(json!(3_000_000_000u64))),
+            &seen,
+        );
+        assert!(
+            matches!(e, Some(Event::Delete(ref k)) if k.metadata.resource_version.as_deref() == Some("7"))
+        );
+        let err = seen.take_pending().pop().expect("reported");
         assert_eq!(err.path, "spec.priority");
         assert_eq!((err.name.as_str(), err.uid.as_str()), ("bad", "u1"));
+        assert_eq!(err.resource_version, "7");
         assert!(err.event().message.contains("spec.priority"), "{err:?}");
-        let good: NodeWright = decode("NodeWright", raw(json!(5))).expect("decodes");
-        assert_eq!(good.spec.priority, 5);
-        assert_eq!(good.metadata.uid.as_deref(), Some("u1"));
+        let good = convert("NodeWright", Event::Apply(raw(json!(5))), &seen);
+        assert!(matches!(good, Some(Event::Apply(ref k)) if k.spec.priority == 5));
     }
 
     #[test]
@@ -272,11 +239,10 @@ mod tests {
         assert!(bad.is_none());
         let good = convert::<NodeWright>("NodeWright", Event::InitApply(raw(json!(1))), &seen);
         assert!(matches!(good, Some(Event::InitApply(_))));
-        let policy: DynamicObject = serde_json::from_value(json!({
+        let policy = wire::<DeploymentPolicy>(json!({
             "apiVersion": "nodewright.nvidia.com/v1alpha1", "kind": "DeploymentPolicy",
-            "metadata": {"name": "p"}, "spec": {"default": {"budget": {"count": "many"}}}}))
-        .unwrap();
-        let p = convert::<DeploymentPolicy>("DeploymentPolicy", Event::InitApply(policy), &seen);
+            "metadata": {"name": "p"}, "spec": {"default": {"budget": {"count": "many"}}}}));
+        let p = convert("DeploymentPolicy", Event::InitApply(policy), &seen);
         assert!(p.is_none());
         let pending = seen.take_pending();
         assert_eq!(pending.len(), 2);
@@ -284,38 +250,26 @@ mod tests {
     }
 
     #[test]
-    fn a_moved_body_decodes_as_the_whole_object_does() {
+    fn decoding_the_text_gives_the_whole_object_without_managed_fields() {
         let whole = json!({
             "apiVersion": "nodewright.nvidia.com/v1alpha1",
             "kind": "NodeWright",
             "metadata": {"name": "gpu", "uid": "u2", "resourceVersion": "9",
-                         "labels": {"team": "a"}, "finalizers": ["f"]},
+                         "labels": {"team": "a"}, "finalizers": ["f"],
+                         "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
             "spec": {"priority": 3, "nodeSelectors": {"matchLabels": {"gpu": "true"}},
                      "packages": {"p": {"version": "1.0.0", "image": "r/p"}}},
             "status": {"status": "in_progress", "nodesInProgress": 2,
                        "nodeState": {"n1": {"p|1.0.0": {"name": "p", "version": "1.0.0",
                                      "image": "r/p", "stage": "apply", "state": "complete"}}}},
         });
-        let expected: NodeWright = serde_json::from_value(whole.clone()).unwrap();
-        let raw: DynamicObject = serde_json::from_value(whole).unwrap();
-        let got: NodeWright = decode("NodeWright", raw).expect("decodes");
+        let mut expected: NodeWright = serde_json::from_value(whole.clone()).unwrap();
+        assert!(expected.metadata.managed_fields.is_some());
+        expected.metadata.managed_fields = None;
+        let got = wire::<NodeWright>(whole).into_result().expect("decodes");
         assert_eq!(
             serde_json::to_value(&got).unwrap(),
             serde_json::to_value(&expected).unwrap()
-        );
-    }
-
-    #[test]
-    fn a_body_that_is_not_an_object_is_reported_not_decoded() {
-        let mut obj = raw(json!(5));
-        obj.data = json!([1, 2]);
-        let Skipped {
-            report: err,
-            metadata: meta,
-        } = *decode::<NodeWright>("NodeWright", obj).unwrap_err();
-        assert_eq!(
-            (err.path.as_str(), meta.name.as_deref()),
-            (".", Some("bad"))
         );
     }
 }

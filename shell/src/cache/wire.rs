@@ -15,7 +15,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::watcher::Event;
-use nodewright_crds::keys;
+use nodewright_crds::{DeploymentPolicy, NodeWright, keys};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
@@ -28,7 +28,22 @@ use super::filter::{self, Rule};
 #[derive(Clone, Debug)]
 pub struct Wire<K> {
     object: K,
-    error: Option<Box<str>>,
+    error: Option<Box<WireError>>,
+}
+
+/// Why an object did not decode.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WireError {
+    /// JSON path of the offending value (`spec.priority`), `.` for the root.
+    pub path: String,
+    /// The decoder's message.
+    pub message: String,
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "at {}: {}", self.path, self.message)
+    }
 }
 
 /// A kind whose watch decodes only what its cache keeps.
@@ -39,6 +54,36 @@ pub trait Slim {
     const IDENTITY: Rule = Rule::Only(&[("metadata", IDENTITY_META)]);
     /// Whether such an object stays cached as its identity (true) or is left out (false).
     const KEEP_IDENTITY: bool = false;
+
+    /// Decodes [`Slim::IDENTITY`] of an object that does not decode whole.
+    fn identity(text: &str) -> Self
+    where
+        Self: Sized + Default + DeserializeOwned,
+    {
+        filter::deserialize(
+            &mut serde_json::Deserializer::from_str(text),
+            Self::IDENTITY,
+        )
+        .unwrap_or_default()
+    }
+}
+
+/// The identity of a kind whose required fields (a custom resource's `spec`) the identity rule
+/// leaves out: its metadata on a default object.
+fn identity_by_meta<K: Resource + Default>(text: &str) -> K {
+    #[derive(Deserialize)]
+    struct Meta {
+        metadata: ObjectMeta,
+    }
+    let mut object = K::default();
+    let meta = filter::deserialize::<Meta, _>(
+        &mut serde_json::Deserializer::from_str(text),
+        Rule::Only(&[("metadata", IDENTITY_META)]),
+    );
+    if let Ok(Meta { metadata }) = meta {
+        *object.meta_mut() = metadata;
+    }
+    object
 }
 
 /// The metadata an undecodable object is still read for.
@@ -68,19 +113,29 @@ impl<K: Slim + Default + DeserializeOwned> Wire<K> {
                     Ok(_) => ".".to_string(),
                 };
                 Wire {
-                    object: filtered(K::IDENTITY).unwrap_or_default(),
-                    error: Some(format!("at {path}: {error}").into()),
+                    object: K::identity(text),
+                    error: Some(Box::new(WireError {
+                        path,
+                        message: error.to_string(),
+                    })),
                 }
             }
         }
     }
+}
 
+impl<K> Wire<K> {
     /// The decoded object, or the decoder's error.
-    pub fn into_result(self) -> Result<K, Box<str>> {
+    pub fn into_result(self) -> Result<K, Box<WireError>> {
         match self.error {
             None => Ok(self.object),
             Some(e) => Err(e),
         }
+    }
+
+    /// The object (only its identity when it did not decode) and the decoder's error, if any.
+    pub fn into_parts(self) -> (K, Option<Box<WireError>>) {
+        (self.object, self.error)
     }
 }
 
@@ -285,6 +340,24 @@ impl Slim for Node {
             ]),
         ),
     ]);
+}
+
+impl Slim for NodeWright {
+    /// NodeWrights without managedFields; an undecodable one is reported (`super::decode`).
+    const RULE: Rule = Rule::Except(&[("metadata", META)]);
+
+    fn identity(text: &str) -> Self {
+        identity_by_meta(text)
+    }
+}
+
+impl Slim for DeploymentPolicy {
+    /// DeploymentPolicies without managedFields; an undecodable one is reported.
+    const RULE: Rule = Rule::Except(&[("metadata", META)]);
+
+    fn identity(text: &str) -> Self {
+        identity_by_meta(text)
+    }
 }
 
 impl Slim for ConfigMap {

@@ -12,6 +12,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use nodewright_crds::NodeWright;
 use serde_json::{Value, json};
 
+use super::ack::Ack;
 use super::port::{ApiError, ApiResult, ClusterPort, Eviction};
 use crate::error::{is_already_exists, is_conflict, is_not_found, is_too_many_requests};
 
@@ -124,12 +125,12 @@ impl ClusterPort for KubePort {
     }
 
     async fn patch_node(&self, name: &str, body: &Value) -> ApiResult<()> {
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api: Api<Ack<Node>> = Api::all(self.client.clone());
         done(api.patch(name, &PatchParams::default(), &merge(body)).await)
     }
 
     async fn patch_node_status(&self, name: &str, body: &Value) -> ApiResult<()> {
-        let api: Api<Node> = Api::all(self.client.clone());
+        let api: Api<Ack<Node>> = Api::all(self.client.clone());
         done(
             api.patch_status(name, &PatchParams::default(), &Patch::Strategic(body))
                 .await,
@@ -159,11 +160,8 @@ impl ClusterPort for KubePort {
     }
 
     async fn patch_job(&self, name: &str, body: &Value) -> ApiResult<()> {
-        done(
-            self.jobs()
-                .patch(name, &PatchParams::default(), &merge(body))
-                .await,
-        )
+        let api: Api<Ack<Job>> = Api::namespaced(self.client.clone(), &self.namespace);
+        done(api.patch(name, &PatchParams::default(), &merge(body)).await)
     }
 
     async fn delete_job(&self, name: &str, uid: &str) -> ApiResult<()> {
@@ -206,7 +204,7 @@ impl ClusterPort for KubePort {
     }
 
     async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
-        let api: Api<NodeWright> = Api::all(self.client.clone());
+        let api: Api<Ack<NodeWright>> = Api::all(self.client.clone());
         api.patch_status(name, &PatchParams::default(), &merge(body))
             .await
             .map(|nw| nw.metadata.resource_version)

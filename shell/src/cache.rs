@@ -63,8 +63,8 @@ impl Trigger {
 /// Reader handles of every cache.
 #[derive(Clone)]
 pub struct Caches {
-    /// NodeWright objects.
-    pub nodewrights: Store<NodeWright>,
+    /// NodeWright objects, each held once (see [`CachedNodeWright`]).
+    pub nodewrights: Store<CachedNodeWright>,
     /// DeploymentPolicy objects.
     pub policies: Store<DeploymentPolicy>,
     /// Nodes (without images and managedFields).
@@ -96,10 +96,22 @@ pub fn start(client: &Client, namespace: &str, trigger: &Trigger) -> (Caches, Ve
     let changed = Arc::new(Mutex::new(HashMap::new()));
 
     let undecodable = Undecodables::default();
-    let nodewrights =
-        spawn_decoded::<NodeWright>(&mut tasks, client, all.clone(), trigger, &undecodable);
-    let policies =
-        spawn_decoded::<DeploymentPolicy>(&mut tasks, client, all.clone(), trigger, &undecodable);
+    let nodewrights = spawn_decoded(
+        &mut tasks,
+        client,
+        all.clone(),
+        trigger,
+        &undecodable,
+        |nw: NodeWright| CachedNodeWright(Arc::new(nw)),
+    );
+    let policies = spawn_decoded(
+        &mut tasks,
+        client,
+        all.clone(),
+        trigger,
+        &undecodable,
+        |p: DeploymentPolicy| p,
+    );
     let node_filter = move |n: &Node| node_changed(&changed, n);
     let nodes = spawn(
         &mut tasks,
@@ -346,27 +358,44 @@ macro_rules! lookup {
 }
 
 lookup!(CachedJob, "batch", "v1", "Job", "jobs", |j| &j.0.metadata);
+lookup!(
+    CachedNodeWright,
+    "nodewright.nvidia.com",
+    "v1alpha1",
+    "NodeWright",
+    "nodewrights",
+    |n| &n.0.metadata
+);
+
+/// A NodeWright as its cache holds it: shared with the watch event it arrived in, so the store
+/// keeps that object instead of a copy (the reflector clones what it stores; a NodeWright's
+/// `status.nodeState` mirror of a large fleet is megabytes).
+#[derive(Clone, Debug)]
+pub struct CachedNodeWright(pub Arc<NodeWright>);
 lookup!(CachedPod, "", "v1", "Pod", "pods", CachedPod::meta);
 
 /// Like [`spawn`] for a custom resource whose undecodable objects are reported ([`decode`]): each
 /// object is decoded from its own text, so one that does not decode is left out of the store
-/// instead of failing the list page.
-fn spawn_decoded<K>(
+/// instead of failing the list page. `convert` turns each into what the store holds.
+fn spawn_decoded<K, C>(
     tasks: &mut Vec<JoinHandle<()>>,
     client: &Client,
     config: watcher::Config,
     trigger: &Trigger,
     undecodable: &Undecodables,
-) -> Store<K>
+    mut convert: impl FnMut(K) -> C + Send + 'static,
+) -> Store<C>
 where
     K: Resource<DynamicType = ()> + Slim + Default + Clone + DeserializeOwned + std::fmt::Debug,
     K: Send + Sync + 'static,
+    C: Lookup<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     let api: Api<Wire<K>> = Api::all(client.clone());
     let (reader, writer) = reflector::store();
     let trigger = trigger.clone();
     let raw = watcher(api, config).default_backoff();
-    let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone());
+    let stream = decode::typed::<K, _>(K::kind(&()).to_string(), raw, undecodable.clone())
+        .map_ok(move |event| map_event(event, &mut convert));
     tasks.push(tokio::spawn(async move {
         forget::drive_store(stream, writer, None, move |event| {
             if !matches!(event, Event::Init | Event::InitApply(_)) {
@@ -515,7 +544,12 @@ impl Caches {
     /// Takes a [`Snapshot`] for one pass: the stores' objects are shared (`Arc`), not copied.
     pub fn snapshot(&self, cluster: &ClusterInfo) -> Snapshot {
         let base = Snapshot {
-            nodewrights: self.nodewrights.state(),
+            nodewrights: self
+                .nodewrights
+                .state()
+                .iter()
+                .map(|n| n.0.clone())
+                .collect(),
             policies: self.policies.state(),
             nodes: self.nodes.state(),
             jobs: self.jobs.state().iter().map(|j| j.0.clone()).collect(),
@@ -822,6 +856,31 @@ mod key_tests {
                 .as_deref(),
             Some("8")
         );
+    }
+
+    #[test]
+    fn a_stored_nodewright_is_the_event_object_not_a_copy() {
+        assert_eq!(
+            (
+                CachedNodeWright::kind(&()),
+                CachedNodeWright::group(&()),
+                CachedNodeWright::version(&()),
+                CachedNodeWright::plural(&())
+            ),
+            (
+                <NodeWright as Resource>::kind(&()),
+                <NodeWright as Resource>::group(&()),
+                <NodeWright as Resource>::version(&()),
+                <NodeWright as Resource>::plural(&())
+            )
+        );
+        let mut nw = NodeWright::default();
+        nw.metadata.name = Some("gpu".into());
+        let event = CachedNodeWright(Arc::new(nw));
+        let (reader, mut writer) = reflector::store::<CachedNodeWright>();
+        writer.apply_watcher_event(&Event::Apply(event.clone()));
+        let held = reader.get(&ObjectRef::new("gpu")).expect("stored");
+        assert!(Arc::ptr_eq(&held.0, &event.0));
     }
 
     #[test]

@@ -4,6 +4,32 @@
 //!
 //! [`Snapshot`]: nodewright_core::Snapshot
 
+/// The kind-naming functions of `kube::Resource` for a wrapper of `K`, answered by `K`'s own
+/// (used inside `impl Resource for Wrapper<K>`).
+macro_rules! resource_kind_of {
+    ($k:ident) => {
+        fn kind(dt: &$k::DynamicType) -> std::borrow::Cow<'_, str> {
+            $k::kind(dt)
+        }
+
+        fn group(dt: &$k::DynamicType) -> std::borrow::Cow<'_, str> {
+            $k::group(dt)
+        }
+
+        fn version(dt: &$k::DynamicType) -> std::borrow::Cow<'_, str> {
+            $k::version(dt)
+        }
+
+        fn api_version(dt: &$k::DynamicType) -> std::borrow::Cow<'_, str> {
+            $k::api_version(dt)
+        }
+
+        fn plural(dt: &$k::DynamicType) -> std::borrow::Cow<'_, str> {
+            $k::plural(dt)
+        }
+    };
+}
+
 pub mod allocator;
 pub mod args;
 pub mod cache;

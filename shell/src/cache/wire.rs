@@ -7,8 +7,6 @@
 //! strip keeps is also kept by the rules here, so the cached object is the same as when the event
 //! is decoded whole and stripped (tests below and `wire_matches_whole_decode` on recorded objects).
 
-use std::borrow::Cow;
-
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -152,25 +150,7 @@ impl<K: Resource> Resource for Wire<K> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
-    fn kind(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-
-    fn group(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-
-    fn version(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-
-    fn api_version(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-
-    fn plural(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+    resource_kind_of!(K);
 
     fn meta(&self) -> &ObjectMeta {
         self.object.meta()

@@ -2,7 +2,6 @@
 //! new resourceVersion. The rest is skipped unparsed; a NodeWright's status and managedFields
 //! describe every node of a large fleet, and a node's status its images and volumes.
 
-use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -54,25 +53,7 @@ impl<K: Resource> Resource for Ack<K> {
     type DynamicType = K::DynamicType;
     type Scope = K::Scope;
 
-    fn kind(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::kind(dt)
-    }
-
-    fn group(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::group(dt)
-    }
-
-    fn version(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::version(dt)
-    }
-
-    fn api_version(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::api_version(dt)
-    }
-
-    fn plural(dt: &K::DynamicType) -> Cow<'_, str> {
-        K::plural(dt)
-    }
+    resource_kind_of!(K);
 
     fn meta(&self) -> &ObjectMeta {
         &self.metadata

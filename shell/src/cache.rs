@@ -358,6 +358,14 @@ macro_rules! lookup {
 }
 
 lookup!(CachedJob, "batch", "v1", "Job", "jobs", |j| &j.0.metadata);
+lookup!(CachedPod, "", "v1", "Pod", "pods", CachedPod::meta);
+
+/// A NodeWright as its cache holds it: shared with the watch event it arrived in, so the store
+/// keeps that object instead of a copy (the reflector clones what it stores; a NodeWright's
+/// `status.nodeState` mirror of a large fleet is megabytes).
+#[derive(Clone, Debug)]
+pub struct CachedNodeWright(pub Arc<NodeWright>);
+
 lookup!(
     CachedNodeWright,
     "nodewright.nvidia.com",
@@ -366,13 +374,6 @@ lookup!(
     "nodewrights",
     |n| &n.0.metadata
 );
-
-/// A NodeWright as its cache holds it: shared with the watch event it arrived in, so the store
-/// keeps that object instead of a copy (the reflector clones what it stores; a NodeWright's
-/// `status.nodeState` mirror of a large fleet is megabytes).
-#[derive(Clone, Debug)]
-pub struct CachedNodeWright(pub Arc<NodeWright>);
-lookup!(CachedPod, "", "v1", "Pod", "pods", CachedPod::meta);
 
 /// Like [`spawn`] for a custom resource whose undecodable objects are reported ([`decode`]): each
 /// object is decoded from its own text, so one that does not decode is left out of the store

@@ -20,6 +20,7 @@ use serde_json::value::RawValue;
 use tracing::warn;
 
 use super::filter::{self, Rule};
+use crate::interpret::ack::Ack;
 
 /// An object of kind `K` decoded without the fields its cache drops ([`Slim::RULE`]), or, when it
 /// does not decode, a stand-in with its identity and the decoder's error.
@@ -67,19 +68,11 @@ pub trait Slim {
 }
 
 /// The identity of a kind whose required fields (a custom resource's `spec`) the identity rule
-/// leaves out: its metadata on a default object.
+/// leaves out: its metadata (read as a write's answer is, [`Ack`]) on a default object.
 fn identity_by_meta<K: Resource + Default>(text: &str) -> K {
-    #[derive(Deserialize)]
-    struct Meta {
-        metadata: ObjectMeta,
-    }
     let mut object = K::default();
-    let meta = filter::deserialize::<Meta, _>(
-        &mut serde_json::Deserializer::from_str(text),
-        Rule::Only(&[("metadata", IDENTITY_META)]),
-    );
-    if let Ok(Meta { metadata }) = meta {
-        *object.meta_mut() = metadata;
+    if let Ok(ack) = serde_json::from_str::<Ack<K>>(text) {
+        *object.meta_mut() = ack.metadata;
     }
     object
 }

@@ -1,6 +1,7 @@
 //! The response of a write read only for what the operator uses of it: the object's identity and
 //! new resourceVersion. The rest is skipped unparsed; a NodeWright's status and managedFields
-//! describe every node of a large fleet, and a node's status its images and volumes.
+//! describe every node of a large fleet, and a node's status its images and volumes. The watches
+//! read an undecodable custom resource's identity the same way (`cache::wire`).
 
 use std::marker::PhantomData;
 

@@ -6,7 +6,7 @@
 //! effects on the same node are skipped, the NodeWright's status patch is skipped when one of its
 //! node writes failed (§13.7), and an Event right after a write that did not happen is skipped.
 
-mod ack;
+pub(crate) mod ack;
 mod apply;
 mod events;
 mod interrupt;

@@ -57,21 +57,20 @@ impl HeapStats {
 }
 
 /// True when this process allocates through jemalloc: a 1 MiB block taken from the global
-/// allocator shows in jemalloc's count of allocated bytes. Asked once.
+/// allocator shows in jemalloc's count of the bytes this thread allocated (a per-thread count, so
+/// other threads freeing memory meanwhile cannot hide it). Asked once.
 pub fn jemalloc_in_use() -> bool {
     static IN_USE: OnceLock<bool> = OnceLock::new();
     *IN_USE.get_or_init(|| {
-        let before = jemalloc_allocated().unwrap_or(0);
+        let Ok(allocated) = tikv_jemalloc_ctl::thread::allocatedp::read() else {
+            return false;
+        };
+        let before = allocated.get();
         let block = std::hint::black_box(vec![1u8; 1 << 20]);
-        let during = jemalloc_allocated().unwrap_or(0);
+        let during = allocated.get();
         drop(block);
         during >= before + (1 << 20)
     })
-}
-
-fn jemalloc_allocated() -> Option<usize> {
-    tikv_jemalloc_ctl::epoch::advance().ok()?;
-    tikv_jemalloc_ctl::stats::allocated::read().ok()
 }
 
 fn jemalloc_stats() -> Option<HeapStats> {

@@ -12,7 +12,9 @@ The watch writes one line per observation: epoch seconds (taken when the event a
 node, object name. `stats` follows each package on each node (the executor names of both operators
 start with <nodewright>-<package>-<version>-<stage>-): every creation of a stage is paired with the
 completion of the same package's previous stage on that node, and the latencies of those pairs
-(p50, p99, max) are printed with the time from APPLY_EPOCH_S to the first creation.
+(p50, p99, max) are printed with the time from APPLY_EPOCH_S to the first creation; for Jobs also
+the part after the Job turned Complete (the operator's share) and the part from the pod's success
+to the Job's Complete condition (the Job controller's share).
 """
 import json
 import re
@@ -131,7 +133,7 @@ def stats(path, apply_s):
             chains.setdefault((node, m.group(1) if m else name), []).append((t, what))
             if what == "created" and t >= apply_s and (first is None or t < first):
                 first = t
-    lat, via_job = [], []
+    lat, via_job, job_ctl = [], [], []
     for evs in chains.values():
         evs.sort()
         last_done = last_job = None
@@ -140,6 +142,8 @@ def stats(path, apply_s):
                 last_done = t
             elif what == "job_complete":
                 last_job = t
+                if last_done is not None:
+                    job_ctl.append(t - last_done)
             elif last_done is not None:
                 lat.append(t - last_done)
                 if last_job is not None:
@@ -151,6 +155,9 @@ def stats(path, apply_s):
     if via_job:
         # the part after the Job controller marked the Job Complete (the operator's own share)
         line += f" job_complete_to_next_p50_s={pct(via_job, 50):.2f} job_complete_to_next_p99_s={pct(via_job, 99):.2f}"
+    if job_ctl:
+        # the Job controller's share: the pod's success to the Job's Complete condition
+        line += f" pod_done_to_job_complete_p50_s={pct(job_ctl, 50):.2f} pod_done_to_job_complete_p99_s={pct(job_ctl, 99):.2f}"
     print(line)
 
 if __name__ == "__main__":

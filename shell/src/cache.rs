@@ -15,7 +15,7 @@ use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, NodeStatus, NodeSystemInfo, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -411,18 +411,6 @@ where
 /// Drops managedFields, which the operator never reads.
 pub fn strip_meta<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
-}
-
-/// Keeps of a NodeWright's managedFields only where and when each entry wrote (`subresource`,
-/// `time`; D30 reads when the status was last written), as its watch decodes it.
-pub fn strip_nodewright(nw: &mut NodeWright) {
-    for entry in nw.metadata.managed_fields.iter_mut().flatten() {
-        *entry = ManagedFieldsEntry {
-            subresource: entry.subresource.take(),
-            time: entry.time.take(),
-            ..ManagedFieldsEntry::default()
-        };
-    }
 }
 
 /// Drops managedFields and keeps a node-metadata ConfigMap's data as digests (D29,

@@ -14,7 +14,7 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::events::v1::Event;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ManagedFieldsEntry, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use nodewright_core::effect::EntryTransition;
 use nodewright_core::{EventSpec, ObjectRef};
 use nodewright_crds::{NodeState, NodeWright, keys};
@@ -152,41 +152,18 @@ fn merge_patch<T: Object + kube::Resource<DynamicType = ()>>(
     name: &str,
     body: &Value,
     status_only: bool,
-    written_at: Option<jiff::Timestamp>,
 ) -> ApiResult<(T, T)> {
     let what = format!("{:?} {name}", T::KIND);
     let current = store
         .get::<T>(namespace, name)
         .cloned()
         .ok_or_else(|| ApiError::NotFound(what.clone()))?;
-    let mut next = memory::merged(&current, body, status_only, &what)?;
+    let next = memory::merged(&current, body, status_only, &what)?;
     if next == current {
         return Ok((current.clone(), current));
     }
-    if let Some(at) = written_at {
-        stamp_status_write(&mut next, at);
-    }
     let written = store.update(next, None).map_err(|e| api(e, &what))?;
     Ok((current, written))
-}
-
-/// Records, as the apiserver does in managedFields, when the status of `object` was last
-/// written (D30 reads it), in whole seconds like the apiserver's timestamps.
-fn stamp_status_write<T: kube::Resource>(object: &mut T, at: jiff::Timestamp) {
-    let at = jiff::Timestamp::from_second(at.as_second()).unwrap_or(at);
-    let entry = ManagedFieldsEntry {
-        manager: Some("nodewright".into()),
-        operation: Some("Update".into()),
-        subresource: Some("status".into()),
-        time: Some(Time(at)),
-        ..ManagedFieldsEntry::default()
-    };
-    let fields = object
-        .meta_mut()
-        .managed_fields
-        .get_or_insert_with(Vec::new);
-    fields.retain(|f| f.subresource.as_deref() != Some("status"));
-    fields.push(entry);
 }
 
 /// Node-state entries that differ between two versions of a node.
@@ -288,7 +265,7 @@ impl ClusterPort for SimPort<'_> {
             if s.rng.chance(s.config.conflict_probability) {
                 s.foreign_write(name);
             }
-            let (before, after) = merge_patch::<Node>(s.store(), None, name, body, false, None)?;
+            let (before, after) = merge_patch::<Node>(s.store(), None, name, body, false)?;
             if before != after {
                 let entries = entry_changes(&before, &after);
                 s.written.push(Written::Node {
@@ -351,7 +328,7 @@ impl ClusterPort for SimPort<'_> {
         self.fence()?;
         self.with(|s| {
             let ns = s.ns();
-            merge_patch::<Job>(s.store(), Some(&ns), name, body, false, None).map(drop)
+            merge_patch::<Job>(s.store(), Some(&ns), name, body, false).map(drop)
         })
     }
 
@@ -419,16 +396,14 @@ impl ClusterPort for SimPort<'_> {
     async fn patch_nodewright(&self, name: &str, body: &Value) -> ApiResult<NodeWright> {
         self.fence()?;
         self.with(|s| {
-            merge_patch::<NodeWright>(s.store(), None, name, body, false, None)
-                .map(|(_, after)| after)
+            merge_patch::<NodeWright>(s.store(), None, name, body, false).map(|(_, after)| after)
         })
     }
 
     async fn patch_nodewright_status(&self, name: &str, body: &Value) -> ApiResult<Option<String>> {
         self.fence()?;
-        let now = self.now();
         self.with(|s| {
-            merge_patch::<NodeWright>(s.store(), None, name, body, true, Some(now))
+            merge_patch::<NodeWright>(s.store(), None, name, body, true)
                 .map(|(_, written)| written.metadata.resource_version)
         })
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use nodewright_core::{ClusterInfo, Snapshot};
 use nodewright_crds::keys;
 use nodewright_shell::cache::{
-    CachedJob, CachedPod, assemble, strip_config_map, strip_meta, strip_node, strip_nodewright,
+    CachedJob, CachedPod, assemble, strip_config_map, strip_meta, strip_node,
 };
 
 use crate::objects::Objects;
@@ -28,15 +28,7 @@ pub fn snapshot_from(objects: &Objects, namespace: &str) -> Snapshot {
         };
     }
     let base = Snapshot {
-        nodewrights: objects
-            .nodewrights
-            .values()
-            .map(|nw| {
-                let mut nw = nw.clone();
-                strip_nodewright(&mut nw);
-                Arc::new(nw)
-            })
-            .collect(),
+        nodewrights: objects.nodewrights.values().map(stripped!()).collect(),
         policies: objects.policies.values().map(stripped!()).collect(),
         nodes: objects
             .nodes

@@ -11,7 +11,6 @@ use nodewright_crds::{NodeState, State, keys};
 use super::ctx::Ctx;
 use super::event_order::place_events;
 use super::metrics;
-use super::mirror::mirror_wait;
 use super::view::NwView;
 use super::work::{Slot, node_patch};
 use crate::Plan;
@@ -60,16 +59,7 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
         }
     }
     plan.effects.append(&mut ctx.work.node_conditions);
-    let mut mirror_due: Option<Duration> = None;
     for v in views {
-        // D30: a change of the informational mirror alone waits for the next status write,
-        // at most MIRROR_REFRESH after the last one; the pass comes back for it.
-        if let Some(left) = mirror_wait(v.nw, ctx.now)
-            && ctx.work.only_mirror_changed(&v.name, &v.status)
-        {
-            mirror_due = Some(mirror_due.map_or(left, |d| d.min(left)));
-            continue;
-        }
         // NodeWright names are unique in a cluster; should one repeat, keep its edits for the
         // other view of the same name.
         let sole_of_name = !views
@@ -99,9 +89,6 @@ pub fn finish(mut ctx: Ctx, views: &[NwView], ended: bool) -> Plan {
     } else {
         ctx.opts.default_interval
     });
-    if let Some(due) = mirror_due {
-        plan.requeue_at_most(due);
-    }
     if views.is_empty() {
         plan.requeue_after = None;
     }

@@ -3,32 +3,8 @@
 //! holds every node's document, so cloning, comparing and dropping it per pass is expensive).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
 
-use jiff::Timestamp;
-use nodewright_crds::{NodeState, NodeWright, NodeWrightStatus};
-
-/// D30: the longest a change of the `status.nodeState` mirror alone waits for the next status
-/// write; every other status change is written in the pass that makes it.
-pub const MIRROR_REFRESH: Duration = Duration::from_secs(10);
-
-/// D30: how long a mirror-only change of `nw`'s status may still wait at `now`: what is left of
-/// [`MIRROR_REFRESH`] since the status was last written (the newest `status` entry of its
-/// managedFields). `None` (write now) when that time is unknown, after `now`, or long enough ago.
-pub fn mirror_wait(nw: &NodeWright, now: Timestamp) -> Option<Duration> {
-    let written = nw
-        .metadata
-        .managed_fields
-        .iter()
-        .flatten()
-        .filter(|f| f.subresource.as_deref() == Some("status"))
-        .filter_map(|f| f.time.as_ref().map(|t| t.0))
-        .max()?;
-    let since = Duration::try_from(now.duration_since(written)).ok()?;
-    MIRROR_REFRESH
-        .checked_sub(since)
-        .filter(|left| !left.is_zero())
-}
+use nodewright_crds::{NodeState, NodeWrightStatus};
 
 /// Edits of one NodeWright's mirror on top of the snapshot's.
 #[derive(Clone, Debug, Default)]
@@ -99,16 +75,6 @@ impl MirrorEdits {
     /// True when the edited mirror is known to exceed [`MIRROR_LIMIT_BYTES`].
     pub fn oversized(&self) -> bool {
         self.oversized.is_some()
-    }
-
-    /// True when some node's edited document holds a package key that node's snapshot mirror
-    /// lacks. Admission reads the mirror for the packages still present on nodes
-    /// (`is_fully_uninstalled`), so such a change is never held back (D30).
-    pub fn adds_entries(&self, snapshot: &BTreeMap<String, NodeState>) -> bool {
-        self.set.iter().any(|(node, doc)| match snapshot.get(node) {
-            Some(old) => doc.0.keys().any(|k| !old.0.contains_key(k)),
-            None => !doc.0.is_empty(),
-        })
     }
 
     /// True when the edited mirror differs from the snapshot's.
@@ -246,60 +212,5 @@ impl std::io::Write for Counter {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use jiff::Timestamp;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
-    use nodewright_crds::NodeWright;
-
-    use super::{MIRROR_REFRESH, mirror_wait};
-
-    fn written(entries: &[(Option<&str>, &str)]) -> NodeWright {
-        let mut nw = NodeWright::default();
-        nw.metadata.managed_fields = Some(
-            entries
-                .iter()
-                .map(|(sub, t)| ManagedFieldsEntry {
-                    subresource: sub.map(str::to_string),
-                    time: Some(Time(t.parse().expect("a time"))),
-                    ..ManagedFieldsEntry::default()
-                })
-                .collect(),
-        );
-        nw
-    }
-
-    fn at(t: &str) -> Timestamp {
-        t.parse().expect("a time")
-    }
-
-    #[test]
-    fn d30_a_mirror_change_waits_what_is_left_since_the_last_status_write() {
-        let nw = written(&[
-            (None, "2026-12-06T01:00:09Z"),
-            (Some("status"), "2026-12-06T01:00:00Z"),
-            (Some("status"), "2026-12-06T01:00:02Z"),
-        ]);
-        // The newest status write counts; a spec write does not.
-        assert_eq!(
-            mirror_wait(&nw, at("2026-12-06T01:00:05Z")),
-            Some(MIRROR_REFRESH - Duration::from_secs(3))
-        );
-        assert_eq!(mirror_wait(&nw, at("2026-12-06T01:00:12Z")), None);
-        assert_eq!(mirror_wait(&nw, at("2026-12-06T01:01:00Z")), None);
-        // A status write "after now" (clocks apart) does not hold the mirror back.
-        assert_eq!(mirror_wait(&nw, at("2026-12-06T01:00:01Z")), None);
-        // Never written, or written only outside the status: written at once.
-        assert_eq!(
-            mirror_wait(&NodeWright::default(), at("2026-12-06T01:00:05Z")),
-            None
-        );
-        let spec_only = written(&[(None, "2026-12-06T01:00:04Z")]);
-        assert_eq!(mirror_wait(&spec_only, at("2026-12-06T01:00:05Z")), None);
     }
 }

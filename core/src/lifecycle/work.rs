@@ -308,21 +308,6 @@ impl Work {
         }
     }
 
-    /// True when the pass changed only `nw`'s mirror, without adding a package key to any
-    /// node's entry and within the mirror limit: a change that may wait for a later status write
-    /// (D30).
-    pub fn only_mirror_changed(&self, nw: &str, snapshot: &NodeWrightStatus) -> bool {
-        let Some(edits) = self.mirrors.get(nw) else {
-            return false;
-        };
-        self.statuses
-            .get(nw)
-            .is_none_or(|w| eq_without_mirror(w, snapshot))
-            && !edits.oversized()
-            && edits.changed(&snapshot.node_state)
-            && !edits.adds_entries(&snapshot.node_state)
-    }
-
     /// The full working status of a NodeWright (mirror included) when it differs from
     /// `snapshot`; `None` when the pass changed nothing in it. With `consume` the mirror edits
     /// are moved out (the last use of them), else copied.
@@ -711,69 +696,5 @@ mod tests {
             .expect("the mirror changed");
         assert_eq!(written.node_state.len(), 100);
         assert!(mirror_fits(&written.node_state));
-    }
-    /// The snapshot mirror of one node with `doc()` and `work` editing it by `edit`.
-    fn mirror_edited(edit: impl FnOnce(&mut NodeState)) -> (Work, NodeWrightStatus) {
-        let mut snapshot = NodeWrightStatus::default();
-        snapshot.node_state.insert("node-00000".into(), doc());
-        let mut edited = doc();
-        edit(&mut edited);
-        let mut work = Work::default();
-        work.mirror_mut("nw").insert("node-00000".into(), edited);
-        (work, snapshot)
-    }
-
-    #[test]
-    fn d30_a_changed_entry_or_a_removed_one_may_wait_for_the_next_status_write() {
-        let (work, snapshot) = mirror_edited(|d| {
-            let key = d.0.keys().next().cloned().expect("an entry");
-            if let Some(e) = d.0.get_mut(&key) {
-                e.stage = Stage::Apply;
-                e.state = Some(State::InProgress);
-            }
-        });
-        assert!(work.only_mirror_changed("nw", &snapshot));
-        let (work, snapshot) = mirror_edited(|d| {
-            let key = d.0.keys().next().cloned().expect("an entry");
-            d.0.remove(&key);
-        });
-        assert!(work.only_mirror_changed("nw", &snapshot));
-        // Nothing changed: nothing waits (and nothing is written).
-        let (work, snapshot) = mirror_edited(|_| {});
-        assert!(!work.only_mirror_changed("nw", &snapshot));
-    }
-
-    #[test]
-    fn d30_an_added_entry_or_another_status_change_is_written_in_its_pass() {
-        // A package key new on the node: admission reads the mirror for it.
-        let (work, snapshot) = mirror_edited(|d| {
-            d.upsert(PackageStatus {
-                name: "foxtrot".into(),
-                version: "1.0.0".into(),
-                image: "registry.example/foxtrot".into(),
-                container_sha: String::new(),
-                stage: Stage::Apply,
-                state: Some(State::InProgress),
-                restarts: 0,
-            });
-        });
-        assert!(!work.only_mirror_changed("nw", &snapshot));
-        // A node new in the mirror.
-        let mut work = Work::default();
-        work.mirror_mut("nw").insert("node-00001".into(), doc());
-        assert!(!work.only_mirror_changed("nw", &NodeWrightStatus::default()));
-        // A changed entry together with a node status change.
-        let (mut work, snapshot) = mirror_edited(|d| {
-            let key = d.0.keys().next().cloned().expect("an entry");
-            d.0.remove(&key);
-        });
-        work.status_mut("nw", &snapshot)
-            .node_status
-            .insert("node-00000".into(), nodewright_crds::Status::InProgress);
-        assert!(!work.only_mirror_changed("nw", &snapshot));
-        // A mirror over the limit (D26) is not held back either.
-        let mut work = Work::default();
-        work.mirror_mut("nw").mark_oversized(true);
-        assert!(!work.only_mirror_changed("nw", &snapshot));
     }
 }

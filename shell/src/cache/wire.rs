@@ -316,15 +316,8 @@ impl Slim for Node {
 }
 
 impl Slim for NodeWright {
-    /// NodeWrights with only the subresource and time of each managedFields entry (D30 reads
-    /// when the status was last written); an undecodable one is reported (`super::decode`).
-    const RULE: Rule = Rule::Except(&[(
-        "metadata",
-        Rule::Except(&[(
-            "managedFields",
-            Rule::Only(&[("subresource", Rule::Keep), ("time", Rule::Keep)]),
-        )]),
-    )]);
+    /// NodeWrights without managedFields; an undecodable one is reported (`super::decode`).
+    const RULE: Rule = Rule::Except(&[("metadata", META)]);
 
     fn identity(text: &str) -> Self {
         identity_by_meta(text)

@@ -5,7 +5,7 @@
 use super::*;
 use crate::cache::slim::tests::{job, job_conditions, pods};
 use crate::cache::wire;
-use crate::cache::{strip_any_pod, strip_job, strip_meta, strip_node, strip_nodewright};
+use crate::cache::{strip_any_pod, strip_job, strip_meta, strip_node};
 use kube::core::{ObjectList, WatchEvent};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -212,16 +212,6 @@ fn nodes_config_maps_and_pdbs_match_whole_decode() {
                                             "desiredHealthy": 1, "expectedPods": 1}}),
     );
     same::<PodDisruptionBudget>(&pdb.to_string(), strip_meta);
-    let mut nw = with_extras(json!({"metadata": {"name": "gpu"}, "spec": {"priority": 3},
-                                    "status": {"status": "in_progress"}}));
-    nw["metadata"]["managedFields"][0]["subresource"] = json!("status");
-    let nw = same::<NodeWright>(&nw.to_string(), strip_nodewright);
-    let fields = nw.metadata.managed_fields.unwrap_or_default();
-    assert_eq!(fields.len(), 1);
-    assert_eq!(fields[0].subresource.as_deref(), Some("status"));
-    assert!(
-        fields[0].time.is_some() && fields[0].manager.is_none() && fields[0].fields_v1.is_none()
-    );
 }
 
 #[test]
